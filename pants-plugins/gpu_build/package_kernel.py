@@ -1,0 +1,52 @@
+"""`pants package` on a `gpu_kernel`: its PTX, cubins and metadata under `dist/`, per capability."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_build.compile_kernel import (
+    CompiledKernel,
+    CompileKernelRequest,
+    GpuKernelFieldSet,
+    kernel_capabilities,
+)
+from gpu_build.subsystem import GpuToolchains
+from gpu_build.target_types import GpuKernelOutputPathField
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
+from pants.engine.fs import AddPrefix, Digest, MergeDigests
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.unions import UnionRule
+from pants.util.logging import LogLevel
+
+
+@dataclass(frozen=True)
+class GpuKernelPackageFieldSet(GpuKernelFieldSet, PackageFieldSet):
+    output_path: GpuKernelOutputPathField
+
+
+@rule(level=LogLevel.DEBUG)
+async def package_gpu_kernel(
+    field_set: GpuKernelPackageFieldSet, subsystem: GpuToolchains
+) -> BuiltPackage:
+    capabilities = kernel_capabilities(field_set, subsystem)
+    compiled = await MultiGet(
+        Get(CompiledKernel, CompileKernelRequest(field_set, capability))
+        for capability in capabilities
+    )
+    output_dir = field_set.output_path.value_or_default(file_ending=None)
+    prefixed = await MultiGet(
+        Get(Digest, AddPrefix(kernel.digest, f"{output_dir}/{kernel.capability}"))
+        for kernel in compiled
+    )
+    digest = await Get(Digest, MergeDigests(prefixed))
+    return BuiltPackage(
+        digest,
+        tuple(
+            BuiltPackageArtifact(f"{output_dir}/{kernel.capability}/")
+            for kernel in compiled
+        ),
+    )
+
+
+def rules():
+    return [*collect_rules(), UnionRule(PackageFieldSet, GpuKernelPackageFieldSet)]

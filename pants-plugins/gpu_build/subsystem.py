@@ -1,0 +1,48 @@
+"""Options of the gpu_build backend: which toolchains exist and what a kernel gets by default.
+
+Scope `[gpu-toolchains]`: a subsystem scope may not share a name with a target alias, so it cannot
+be `[gpu-kernel]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pants.option.option_types import DictOption, StrListOption, StrOption
+from pants.option.subsystem import Subsystem
+from pants.util.strutil import softwrap
+
+
+class GpuToolchains(Subsystem):
+    options_scope = "gpu-toolchains"
+    help = softwrap(
+        """
+        Pinned GPU kernel compile toolchains (numba-cuda, NVRTC, NVVM and nvJitLink from NVIDIA's
+        wheels, each in its own Python resolve) and the defaults of `gpu_kernel` targets.
+        """
+    )
+
+    toolchains = DictOption[Any](
+        default={"cuda13": {"resolve": "cuda13", "cuda": "13.0"}},
+        help=softwrap(
+            """
+            Toolchain name to `{"resolve": <python resolve>, "cuda": "<major.minor>"}`. The
+            resolve's lockfile pins the compiler wheels; `cuda` is the CUDA version of those
+            wheels, which fixes the PTX ISA they emit (13.0 -> 9.0, 12.6 -> 8.5) and so the
+            oldest driver that can load their PTX.
+            """
+        ),
+    )
+    default_toolchain = StrOption(
+        default="cuda13",
+        help="The toolchain a `gpu_kernel` without a `toolchain` field compiles with.",
+    )
+    default_capabilities = StrListOption(
+        default=["sm_75", "sm_80", "sm_87", "sm_90"],
+        help=softwrap(
+            """
+            Compute capabilities a `gpu_kernel` without a `capabilities` field is compiled for,
+            e.g. `["sm_87", "sm_90"]`.
+            """
+        ),
+    )

@@ -1,0 +1,266 @@
+"""The `gpu_kernel` target and its fields (fields and targets only; rules live elsewhere)."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Optional
+
+from gpu_compiler import arch
+
+from pants.core.goals.package import OutputPathField
+from pants.engine.addresses import Address
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    BoolField,
+    Dependencies,
+    IntField,
+    InvalidFieldException,
+    SingleSourceField,
+    StringField,
+    StringSequenceField,
+    Target,
+    ValidNumbers,
+)
+from pants.util.strutil import help_text, softwrap
+
+CUDA_CPP_EXTENSIONS = (".cu",)
+NUMBA_EXTENSIONS = (".py",)
+
+
+class GpuKernelSourceField(SingleSourceField):
+    expected_file_extensions: ClassVar[tuple[str, ...]] = NUMBA_EXTENSIONS + CUDA_CPP_EXTENSIONS
+    help = help_text(
+        """
+        The kernel source: a `.py` file of numba-cuda kernels, which declares the signatures to
+        compile in a module-level `AOT_SIGNATURES` dict, or a `.cu` file of CUDA C++ compiled
+        with NVRTC.
+        """
+    )
+
+
+class GpuKernelCapabilitiesField(StringSequenceField):
+    alias = "capabilities"
+    help = help_text(
+        """
+        Compute capabilities to compile for, e.g. `["sm_87", "sm_90"]`. Each gets its own PTX
+        and cubin. Defaults to `[gpu-toolchains].default_capabilities`.
+        """
+    )
+
+    @classmethod
+    def compute_value(
+        cls, raw_value: Optional[tuple[str, ...]], address: Address
+    ) -> Optional[tuple[str, ...]]:
+        value = super().compute_value(raw_value, address)
+        if value is None:
+            return None
+        if not value:
+            raise InvalidFieldException(
+                f"The `{cls.alias}` field in target {address} is empty: list at least one "
+                f"capability, or leave the field out to use the default."
+            )
+        for capability in value:
+            try:
+                arch.parse_capability(capability)
+            except ValueError as e:
+                raise InvalidFieldException(
+                    f"The `{cls.alias}` field in target {address} has an invalid value: {e}"
+                )
+        return tuple(sorted(set(value), key=arch.parse_capability))
+
+
+class GpuKernelPtxVersionField(StringField):
+    alias = "ptx_version"
+    help = help_text(
+        """
+        Write this PTX ISA version (e.g. `"8.5"`) instead of the one the toolchain emits,
+        because a driver rejects PTX newer than itself. Refused when the toolchain cannot emit
+        it: newer than the toolchain's own ISA, or older than a listed capability needs.
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
+        value = super().compute_value(raw_value, address)
+        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+            raise InvalidFieldException(
+                f"The `{cls.alias}` field in target {address} must look like `\"8.5\"`, "
+                f"got {value!r}."
+            )
+        return value
+
+
+class GpuKernelToolchainField(StringField):
+    alias = "toolchain"
+    help = help_text(
+        """
+        Which pinned toolchain of `[gpu-toolchains].toolchains` compiles this kernel.
+        Defaults to `[gpu-toolchains].default_toolchain`.
+        """
+    )
+
+
+class GpuKernelFastMathField(BoolField):
+    alias = "fast_math"
+    default = False
+    help = "Compile with fast math (numba `fastmath=True`, NVRTC `--use_fast_math`)."
+
+
+class GpuKernelLineInfoField(BoolField):
+    alias = "lineinfo"
+    default = False
+    help = "Emit line information into the PTX and cubin, for profilers."
+
+
+class GpuKernelMaxRegistersField(IntField):
+    alias = "max_registers"
+    valid_numbers = ValidNumbers.positive_only
+    help = "Cap the registers per thread (NVRTC `--maxrregcount`, nvJitLink `-maxrregcount`)."
+
+
+class GpuKernelDefinesField(StringSequenceField):
+    alias = "defines"
+    default = ()
+    help = help_text(
+        """
+        Preprocessor definitions for a `.cu` source, as `NAME` or `NAME=VALUE`
+        (NVRTC `-D`).
+        """
+    )
+
+
+class GpuKernelIncludeDirsField(StringSequenceField):
+    alias = "include_dirs"
+    default = ()
+    help = help_text(
+        """
+        Include directories for a `.cu` source, relative to the BUILD file's directory
+        (NVRTC `-I`). The headers themselves must be in `dependencies`, e.g. a `files` target.
+        """
+    )
+
+
+class GpuKernelNameExpressionsField(StringSequenceField):
+    alias = "name_expressions"
+    default = ()
+    help = help_text(
+        """
+        Template instantiations of a `.cu` source to compile, as NVRTC name expressions, e.g.
+        `["matmul<float, 16>"]`. The runtime finds each kernel by this expression. `extern "C"`
+        kernels need none.
+        """
+    )
+
+
+class GpuKernelDependenciesField(Dependencies):
+    help = help_text(
+        """
+        Helper modules (`python_source` targets) a `.py` kernel imports, or headers (`files`
+        targets) a `.cu` kernel includes: they are put beside the source when it compiles.
+        """
+    )
+
+
+class GpuKernelOutputPathField(OutputPathField):
+    help = help_text(
+        f"""
+        Where `pants package` writes this kernel's PTX, cubin and metadata, relative to
+        `dist/`; each capability gets a subdirectory.
+
+        {OutputPathField.help}
+        """
+    )
+
+
+_CUDA_CPP_ONLY_FIELDS = (
+    GpuKernelDefinesField,
+    GpuKernelIncludeDirsField,
+    GpuKernelNameExpressionsField,
+)
+
+
+class GpuKernelTarget(Target):
+    alias = "gpu_kernel"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        GpuKernelSourceField,
+        GpuKernelCapabilitiesField,
+        GpuKernelPtxVersionField,
+        GpuKernelToolchainField,
+        GpuKernelFastMathField,
+        GpuKernelLineInfoField,
+        GpuKernelMaxRegistersField,
+        GpuKernelDefinesField,
+        GpuKernelIncludeDirsField,
+        GpuKernelNameExpressionsField,
+        GpuKernelDependenciesField,
+        GpuKernelOutputPathField,
+    )
+    help = help_text(
+        f"""
+        GPU kernels compiled ahead of time to PTX and cubin for each compute capability.
+
+        Each (source, capability) compile is a hermetic, cached Pants process that runs the
+        pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA).
+        `pants package` writes `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry
+        names, signatures, argument ABI, PTX ISA and minimum driver, toolchain versions,
+        register and shared-memory use) under `dist/`.
+
+        A numba-cuda source declares what to compile next to its kernels:
+
+            from numba import cuda
+
+            @cuda.jit
+            def saxpy(out, a, x, y):
+                i = cuda.grid(1)
+                if i < out.size:
+                    out[i] = a * x[i] + y[i]
+
+            AOT_SIGNATURES = {{"saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"]}}
+
+        BUILD:
+
+            gpu_kernel(
+                name="saxpy",
+                source="saxpy.py",
+                capabilities=["sm_87", "sm_90"],
+            )
+
+            gpu_kernel(
+                name="matmul",
+                source="matmul.cu",
+                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>"],
+                {GpuKernelIncludeDirsField.alias}=["."],
+                dependencies=[":headers"],
+            )
+        """
+    )
+
+    def validate(self) -> None:
+        source = self[GpuKernelSourceField].value or ""
+        if not source.endswith(CUDA_CPP_EXTENSIONS):
+            for field_type in _CUDA_CPP_ONLY_FIELDS:
+                if self[field_type].value:
+                    raise InvalidFieldException(
+                        softwrap(
+                            f"""
+                            The `{field_type.alias}` field in target {self.address} applies to
+                            `.cu` sources only, but `{source}` is a numba-cuda source. Remove
+                            the field.
+                            """
+                        )
+                    )
+        ptx_version = self[GpuKernelPtxVersionField].value
+        for capability in self[GpuKernelCapabilitiesField].value or ():
+            if ptx_version and arch.parse_version(ptx_version) < arch.parse_version(
+                arch.min_ptx_isa(capability)
+            ):
+                raise InvalidFieldException(
+                    softwrap(
+                        f"""
+                        The `{GpuKernelPtxVersionField.alias}` field in target {self.address} is
+                        {ptx_version}, but {capability} needs PTX ISA
+                        {arch.min_ptx_isa(capability)} or newer.
+                        """
+                    )
+                )
