@@ -203,7 +203,8 @@ async def compile_kernel(request: CompileKernelRequest, subsystem: GpuToolchains
             input_digest=sources.snapshot.digest,
             output_directories=(OUT_DIR,),
             description=f"Compile {source_path} for {request.capability} ({spec.name})",
-            level=LogLevel.DEBUG,
+            # INFO: each compile that really runs (not a cache hit) shows up in the log.
+            level=LogLevel.INFO,
         ),
     )
     if result.exit_code != 0:

@@ -39,11 +39,15 @@ async def package_gpu_kernel(
         for kernel in compiled
     )
     digest = await Get(Digest, MergeDigests(prefixed))
+    # One artifact for the whole directory: `package` clears it first, so a capability dropped
+    # from the target leaves no stale files behind.
     return BuiltPackage(
         digest,
-        tuple(
-            BuiltPackageArtifact(f"{output_dir}/{kernel.capability}/")
-            for kernel in compiled
+        (
+            BuiltPackageArtifact(
+                output_dir,
+                extra_log_lines=tuple(f"  {kernel.capability}" for kernel in compiled),
+            ),
         ),
     )
 

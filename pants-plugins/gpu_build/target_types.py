@@ -16,6 +16,7 @@ from pants.engine.target import (
     IntField,
     InvalidFieldException,
     SingleSourceField,
+    SpecialCasedDependencies,
     StringField,
     StringSequenceField,
     Target,
@@ -264,3 +265,146 @@ class GpuKernelTarget(Target):
                         """
                     )
                 )
+
+
+# -----------------------------------------------------------------------------------------------
+# `deploy_bundle`
+
+
+class DeployBundleBinaryField(SpecialCasedDependencies):
+    alias = "binary"
+    required = True
+    help = help_text(
+        """
+        The app: the address of a `pex_binary`. Its PEX goes into the bundle, built for
+        `complete_platforms` when that field is set.
+        """
+    )
+
+
+class DeployBundleKernelsField(SpecialCasedDependencies):
+    alias = "kernels"
+    help = help_text(
+        """
+        `gpu_kernel` targets whose compiled kernels go into the bundle's `cache/`, besides those
+        the binary already depends on.
+        """
+    )
+
+
+class DeployBundleCapabilitiesField(StringSequenceField):
+    alias = "capabilities"
+    required = True
+    help = help_text(
+        """
+        Compute capabilities to ship, e.g. `["sm_87"]` for a Jetson Orin. Every kernel is
+        compiled for each of them (a kernel whose own `capabilities` leave one out is an error).
+        """
+    )
+
+    @classmethod
+    def compute_value(
+        cls, raw_value: Optional[tuple[str, ...]], address: Address
+    ) -> Optional[tuple[str, ...]]:
+        return GpuKernelCapabilitiesField.compute_value(raw_value, address)
+
+
+class DeployBundleToolchainField(StringField):
+    alias = "toolchain"
+    help = help_text(
+        """
+        The toolchain of `[gpu-toolchains].toolchains` that compiles every kernel of this bundle,
+        e.g. `"cuda12"` for a CUDA 12.6 driver. Defaults to each kernel's own `toolchain`.
+        """
+    )
+
+
+class DeployBundleDriverVersionField(StringField):
+    alias = "driver_version"
+    required = True
+    help = help_text(
+        """
+        The CUDA version of the device's driver, e.g. `"12.6"` for JetPack 6 or `"13.0"` for
+        driver 580. `pants package` refuses to ship PTX newer than this driver can JIT, or
+        cubins from a toolchain of a newer CUDA major version.
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
+        value = super().compute_value(raw_value, address)
+        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+            raise InvalidFieldException(
+                f"The `{cls.alias}` field in target {address} must look like `\"12.6\"`, "
+                f"got {value!r}."
+            )
+        return value
+
+
+class DeployBundleCompletePlatformsField(SpecialCasedDependencies):
+    alias = "complete_platforms"
+    help = help_text(
+        """
+        `file` targets of Pex complete-platform JSON describing the device (CPU architecture,
+        Python version, glibc): the app PEX is built with wheels for it. Overrides the
+        binary's own `complete_platforms`.
+        """
+    )
+
+
+class DeployBundleArchiveField(StringField):
+    alias = "archive"
+    valid_choices = ("tar.gz",)
+    help = help_text(
+        """
+        Also write the bundle as one archive beside its directory, e.g. `"tar.gz"` gives
+        `dist/<output_path>.tar.gz` (byte-reproducible).
+        """
+    )
+
+
+class DeployBundleOutputPathField(OutputPathField):
+    help = help_text(
+        f"""
+        The bundle directory under `dist/`. Defaults to the target name.
+
+        {OutputPathField.help}
+        """
+    )
+
+
+class DeployBundleTarget(Target):
+    alias = "deploy_bundle"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        DeployBundleBinaryField,
+        DeployBundleKernelsField,
+        DeployBundleCapabilitiesField,
+        DeployBundleToolchainField,
+        DeployBundleDriverVersionField,
+        DeployBundleCompletePlatformsField,
+        DeployBundleArchiveField,
+        DeployBundleOutputPathField,
+    )
+    help = help_text(
+        """
+        A device bundle: the app as a PEX for the device's platform, plus `cache/` with its
+        kernels compiled ahead of time and `cache/manifest.json` (sha256 of every file,
+        capabilities, PTX ISA, minimum driver, toolchain versions). `gpu_runtime` in the app
+        finds `cache/` beside the running PEX, so the device needs no compiler.
+
+            deploy_bundle(
+                name="imaging_orin",
+                binary=":app",
+                kernels=["src/python/imaging/kernels:saxpy"],
+                capabilities=["sm_87"],
+                toolchain="cuda12",
+                driver_version="12.6",
+                complete_platforms=["3rdparty/platforms:jetson_orin_cp310"],
+                archive="tar.gz",
+            )
+
+        `pants package` writes `dist/imaging_orin/` (`app.pex`, `cache/`) and
+        `dist/imaging_orin.tar.gz`.
+        """
+    )

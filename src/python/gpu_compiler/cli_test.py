@@ -1,0 +1,180 @@
+"""CLI tests in subprocesses: the contract the Pants rule relies on.
+
+Each run happens in a fresh temporary "sandbox" directory holding copies of
+the compiler and kernel sources, with relative paths only, and with any system
+CUDA hidden (PATH without CUDA dirs, no CUDA_HOME / CUDA_PATH /
+LD_LIBRARY_PATH): the NVIDIA wheels must be what gets loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+try:
+    import numba.cuda  # noqa: F401
+    import cuda.bindings.nvrtc  # noqa: F401
+
+    _SKIP_REASON = None
+except Exception as e:  # pragma: no cover - depends on the environment
+    _SKIP_REASON = "numba-cuda / CUDA Python wheels not importable: %s" % (e,)
+
+pytestmark = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
+
+SRC_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/python
+
+
+def _hidden_cuda_env() -> dict:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "LD_LIBRARY_PATH", "PYTHONPATH")
+    }
+
+    def keep(d: str) -> bool:
+        return "cuda" not in d.lower() and not os.path.exists(os.path.join(d, "nvcc"))
+
+    env["PATH"] = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and keep(d))
+    env["PYTHONPATH"] = "src/python"  # relative to the sandbox cwd
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _make_sandbox(root: str) -> str:
+    """Lay out src/python/{gpu_compiler,imaging/kernels} under ``root``."""
+    dst = os.path.join(root, "src", "python")
+    shutil.copytree(
+        os.path.join(SRC_ROOT, "gpu_compiler"),
+        os.path.join(dst, "gpu_compiler"),
+        ignore=shutil.ignore_patterns("__pycache__", "*_test.py"),
+    )
+    shutil.copytree(
+        os.path.join(SRC_ROOT, "imaging", "kernels"),
+        os.path.join(dst, "imaging", "kernels"),
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return root
+
+
+def _run(cwd: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_compiler"] + list(args),
+        cwd=cwd,
+        env=_hidden_cuda_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )
+
+
+def _read_tree(d: str) -> dict:
+    return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
+
+
+COMPILES = [
+    [
+        "--source", "src/python/imaging/kernels/blur.py", "--capability", "sm_87",
+        "--sys-path", "src/python", "--lineinfo",
+    ],
+    [
+        "--source", "src/python/imaging/kernels/matmul.cu", "--capability", "sm_90",
+        "--name-expression", "matmul<float, 16>", "--name-expression", "matmul<double, 16>",
+        "--lineinfo", "--ptx-version", "8.5",
+    ],
+]
+
+
+def test_cli_outputs_are_byte_identical_across_sandboxes(tmp_path):
+    a = _make_sandbox(str(tmp_path / "a"))
+    b = _make_sandbox(str(tmp_path / "sandbox-with-a-longer-name" / "b"))
+    for args in COMPILES:
+        trees = []
+        for sandbox in (a, b):
+            p = _run(sandbox, "compile", "--out-dir", "out", *args)
+            assert p.returncode == 0, p.stderr
+            trees.append(_read_tree(os.path.join(sandbox, "out")))
+            shutil.rmtree(os.path.join(sandbox, "out"))
+        assert trees[0] == trees[1]
+        meta = json.loads(trees[0]["metadata.json"])
+        assert set(trees[0]) == {"metadata.json"} | {m["ptx"] for m in meta["modules"]} | {
+            m["cubin"] for m in meta["modules"]
+        }
+        for blob in trees[0].values():
+            assert str(tmp_path).encode() not in blob
+            assert b"/tmp/" not in blob
+
+
+def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    p = _run(
+        sandbox, "compile", "--source", "src/python/gpu_compiler/testdata/typing_error.py",
+        "--capability", "sm_90", "--sys-path", "src/python", "--out-dir", "out/kernel",
+    )
+    assert p.returncode == 1
+    assert p.stderr.startswith("src/python/gpu_compiler/testdata/typing_error.py:10: error:"), p.stderr
+    assert "Traceback" not in p.stderr
+    assert str(tmp_path) not in p.stderr
+    assert not os.path.exists(os.path.join(sandbox, "out", "kernel"))
+    leftovers = os.listdir(os.path.join(sandbox, "out")) if os.path.isdir(os.path.join(sandbox, "out")) else []
+    assert leftovers == []
+
+    p = _run(
+        sandbox, "compile", "--source", "src/python/gpu_compiler/testdata/syntax_error.cu",
+        "--capability", "sm_80", "--out-dir", "out2",
+    )
+    assert p.returncode == 1
+    assert "src/python/gpu_compiler/testdata/syntax_error.cu(5): error" in p.stderr
+    assert not os.path.exists(os.path.join(sandbox, "out2"))
+
+    p = _run(
+        sandbox, "compile", "--source", "src/python/imaging/kernels/saxpy.py",
+        "--capability", "sm_90", "--ptx-version", "9.9", "--out-dir", "out3",
+    )
+    assert p.returncode == 1 and "newer than the toolchain" in p.stderr
+    assert not os.path.exists(os.path.join(sandbox, "out3"))
+
+
+def test_cli_usage_error_exits_2(tmp_path):
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o")
+    assert p.returncode == 2 and "--capability" in p.stderr
+
+
+def test_versions_and_wheel_libraries_only(tmp_path):
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    p = _run(sandbox, "versions")
+    assert p.returncode == 0, p.stderr
+    tc = json.loads(p.stdout)["toolchain"]
+    assert set(tc) == {
+        "cuda", "numba-cuda", "numba", "llvmlite", "nvvm", "nvrtc", "nvjitlink", "cuda-core", "cuda-bindings",
+    }
+    assert tc["cuda"] == "13.0"
+
+    # After real compiles (numba -> NVVM, NVRTC, nvJitLink), every CUDA library
+    # mapped into the process comes from the wheels, not a system CUDA.
+    code = (
+        "import json\n"
+        "from gpu_compiler.compile import compile_source, CompileOptions\n"
+        "from gpu_compiler import toolchain\n"
+        "compile_source('src/python/imaging/kernels/saxpy.py', 'sm_90', CompileOptions(sys_path=['src/python']))\n"
+        "compile_source('src/python/imaging/kernels/sobel.cu', 'sm_90')\n"
+        "print(json.dumps({'mapped': list(toolchain.mapped_cuda_libraries()), 'libs': toolchain.library_paths()}))\n"
+    )
+    q = subprocess.run(
+        [sys.executable, "-c", code], cwd=sandbox, env=_hidden_cuda_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+    )
+    assert q.returncode == 0, q.stderr
+    info = json.loads(q.stdout)
+    names = " ".join(os.path.basename(m) for m in info["mapped"])
+    for lib in ("libnvvm", "libnvrtc", "libnvJitLink"):
+        assert lib in names, info["mapped"]
+    for path in info["mapped"]:
+        assert "site-packages" in path and not path.startswith("/usr/local/cuda"), path
+    for lib, where in info["libs"].items():
+        assert where["found_via"] == "site-packages", (lib, where)

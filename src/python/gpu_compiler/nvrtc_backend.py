@@ -1,0 +1,186 @@
+"""CUDA C++ (``.cu``) to PTX with NVRTC, through ``cuda.bindings.nvrtc``.
+
+Why the raw bindings and not ``cuda.core.Program``: in cuda-core 1.2.2
+``Program.compile("ptx")`` calls into the driver and fails without libcuda,
+while ``cuda.bindings.nvrtc`` produces PTX on a machine with no GPU. The cubin
+is then built from *that* PTX by nvJitLink (``gpu_compiler.linker``), so the
+shipped PTX and cubin always correspond (also after a ``.version`` rewrite).
+
+Kernels:
+* ``extern "C" __global__`` kernels are found by their ``.entry`` in the PTX
+  and recorded under their plain name.
+* Templates are instantiated through NVRTC name expressions
+  (``nvrtcAddNameExpression``), e.g. ``"matmul<float, 16>"``; the kernel is
+  recorded with the expression as its name and ``nvrtcGetLoweredName``'s
+  mangled name as its entry.
+* Any other ``.entry`` (a non-template C++ kernel without ``extern "C"``) is
+  recorded under its mangled name.
+
+Paths: NVRTC is given the source path as the caller gave it (relative), which
+is what its diagnostics print (``file(line): error: ...``). Quoted includes
+are searched next to the source file first, then in the ``-I`` dirs. NVRTC
+writes absolute ``.file`` paths for line info; those are made relative to the
+working directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from gpu_compiler import arch, ptx as ptxmod
+from gpu_compiler.errors import CompileError
+from gpu_compiler.paths import relativize_text
+
+# "path(12): error: ..." / "path(3): catastrophic error: ..."
+_DIAG_RE = re.compile(r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE)
+
+
+@dataclass
+class CudaKernel:
+    name: str
+    entry: str
+    params: List[str] = field(default_factory=list)
+
+
+@dataclass
+class CudaPTX:
+    ptx: str
+    kernels: List[CudaKernel]
+    log: str = ""
+
+
+def nvrtc_options(
+    capability: str,
+    *,
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    max_registers: Optional[int] = None,
+) -> List[str]:
+    """The NVRTC command line, in a fixed order (it is part of the output's identity)."""
+    major, minor = arch.parse_capability(capability)
+    opts = ["--gpu-architecture=compute_%d%d" % (major, minor), "-std=c++17"]
+    for d in defines:
+        if not d or d.startswith("=") or any(c.isspace() for c in d.split("=", 1)[0]):
+            raise CompileError("invalid define %r: expected NAME or NAME=VALUE" % (d,))
+        opts.append("-D%s" % d)
+    for inc in include_dirs:
+        opts.append("-I%s" % inc)
+    if fast_math:
+        opts.append("--use_fast_math")
+    if lineinfo:
+        opts.append("-lineinfo")
+    if max_registers is not None:
+        opts.append("--maxrregcount=%d" % int(max_registers))
+    return opts
+
+
+def _check(result: Tuple, what: str) -> Tuple:
+    from cuda.bindings import nvrtc
+
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        raise RuntimeError("%s failed: %s" % (what, msg.decode() if isinstance(msg, bytes) else msg))
+    return result[1:]
+
+
+def _get_log(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+    buf = b" " * size
+    _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+    return buf.rstrip(b"\x00").decode("utf-8", "replace")
+
+
+def compile_cuda_source(
+    source_path: str,
+    capability: str,
+    *,
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    max_registers: Optional[int] = None,
+    name_expressions: Sequence[str] = (),
+) -> CudaPTX:
+    """Compile ``source_path`` to PTX for ``capability``; CompileError on failure."""
+    from cuda.bindings import nvrtc
+
+    try:
+        with open(source_path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise CompileError("%s: error: cannot read source: %s" % (source_path, e), source=source_path)
+
+    options = nvrtc_options(
+        capability,
+        defines=defines,
+        include_dirs=include_dirs,
+        fast_math=fast_math,
+        lineinfo=lineinfo,
+        max_registers=max_registers,
+    )
+    exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
+
+    (prog,) = _check(
+        nvrtc.nvrtcCreateProgram(source, source_path.encode("utf-8"), 0, [], []),
+        "nvrtcCreateProgram",
+    )
+    try:
+        for e in exprs:
+            _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
+        opt_bytes = [o.encode("utf-8") for o in options]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
+        log = relativize_text(_get_log(prog)).strip()
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            m = _DIAG_RE.search(log)
+            raise CompileError(
+                "%s: error: NVRTC failed to compile for %s:\n%s"
+                % (source_path, capability, log or str(err)),
+                source=m.group("file") if m else source_path,
+                line=int(m.group("line")) if m else None,
+            )
+        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+        buf = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+        ptx_text = buf.rstrip(b"\x00").decode("utf-8")
+        lowered: Dict[str, str] = {}
+        for e in exprs:
+            try:
+                (name,) = _check(
+                    nvrtc.nvrtcGetLoweredName(prog, e.encode("utf-8")), "nvrtcGetLoweredName"
+                )
+            except RuntimeError as ex:
+                raise CompileError(
+                    "%s: error: name expression %r: %s" % (source_path, e, ex), source=source_path
+                ) from None
+            lowered[e] = name.decode("utf-8") if isinstance(name, bytes) else str(name)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+    ptx_text = ptxmod.relativize_file_directives(ptx_text)
+    entries = ptxmod.parse_entries(ptx_text)
+    by_entry = {v: k for k, v in lowered.items()}
+    for e, low in lowered.items():
+        if low not in entries:
+            raise CompileError(
+                "%s: error: name expression %r (%s) is not a __global__ kernel"
+                % (source_path, e, low),
+                source=source_path,
+            )
+    if not entries:
+        raise CompileError(
+            "%s: error: no kernels in the PTX: declare extern \"C\" __global__ kernels "
+            "or instantiate templates with name expressions" % (source_path,),
+            source=source_path,
+        )
+    kernels = [
+        CudaKernel(name=by_entry.get(entry, entry), entry=entry, params=params)
+        for entry, params in entries.items()
+    ]
+    return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
