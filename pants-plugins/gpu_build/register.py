@@ -1,13 +1,14 @@
-"""The gpu_build backend: `gpu_kernel` (ahead-of-time compiled GPU kernels) for Pants 2.17."""
+"""The gpu_build backend for Pants 2.17: `gpu_kernel` (kernels compiled ahead of time) and
+`deploy_bundle` (an app PEX plus its precompiled kernels for one device)."""
 
 from __future__ import annotations
 
-from gpu_build import compile_kernel, package_kernel, toolchain
-from gpu_build.target_types import GpuKernelTarget
+from gpu_build import compile_kernel, deploy_bundle, package_kernel, toolchain
+from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
 
 
 def target_types():
-    return [GpuKernelTarget]
+    return [GpuKernelTarget, DeployBundleTarget]
 
 
 def rules():
@@ -15,4 +16,5 @@ def rules():
         *toolchain.rules(),
         *compile_kernel.rules(),
         *package_kernel.rules(),
+        *deploy_bundle.rules(),
     ]

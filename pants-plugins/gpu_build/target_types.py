@@ -281,6 +281,16 @@ class DeployBundleBinaryField(SpecialCasedDependencies):
         """
     )
 
+    @classmethod
+    def compute_value(
+        cls, raw_value: Optional[str | tuple[str, ...]], address: Address
+    ) -> Optional[tuple[str, ...]]:
+        # One address, written as a string; kept as a special-cased dependency so that
+        # `--changed-dependents` finds the bundle from its binary.
+        if isinstance(raw_value, str):
+            raw_value = (raw_value,)
+        return super().compute_value(raw_value, address)
+
 
 class DeployBundleKernelsField(SpecialCasedDependencies):
     alias = "kernels"
