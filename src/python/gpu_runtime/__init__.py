@@ -1,0 +1,106 @@
+"""gpu_runtime: load and launch the GPU kernels precompiled into a device bundle.
+
+Needs only cuda-core, cuda-bindings and numpy on the device (no numba, no NVRTC, no compiler).
+
+Usage::
+
+    import numpy as np
+    import gpu_runtime
+    from gpu_runtime import DeviceArray
+
+    cache = gpu_runtime.open_cache()             # finds dist/<bundle>/cache beside the PEX
+    saxpy = cache.kernel("saxpy")                # or "library.kernel" when names collide
+    x = DeviceArray.from_numpy(np.ones(1000, np.float32))
+    out = DeviceArray.empty(1000, np.float32)
+    saxpy.launch(4, 256, out, np.float32(2.0), x, x)          # grid, block, *args
+    saxpy[4, 256](out, 2.0, x, x)                              # numba-style, same thing
+    print(out.to_numpy())
+
+API
+---
+`open_cache(path=None, *, device=None, prefer=None, dev_sources=None) -> KernelCache`
+    Finds the cache: `path` if given, else $GPU_RUNTIME_CACHE, else `cache/` beside the running
+    PEX ($PEX), else `cache/` beside sys.argv[0]. Without one: dev mode if `dev_sources` or
+    $GPU_RUNTIME_DEV_SOURCES name kernel sources (compiled on first use with gpu_compiler, see
+    `gpu_runtime.devmode`), else `CacheNotFoundError` saying where it looked.
+    `device`: CUDA device ordinal (default: the current device, 0).
+    `prefer`: "cubin" | "ptx" | "auto" (default $GPU_RUNTIME_PREFER or "auto"): restrict
+    selection to cubins or to PTX (e.g. to exercise the JIT path on purpose).
+    Opening reads and validates manifest.json only; no GPU is touched until a kernel is used.
+
+`KernelCache`
+    `.kernel(name, library=None) -> Kernel`; `.kernel_names()` ("library.kernel" list);
+    `.libraries()`; `.choice(library) -> Choice` (the variant picked for this GPU);
+    `.preload()` (load everything now); `.verify(all_variants=False)` (sha256 of every file
+    that would load, or of all files); `.describe()`; `.device` (`DeviceInfo`); `.manifest`.
+
+`Kernel`
+    `.launch(grid, block, *args, stream=None, shared_mem=0)`: asynchronous, like CUDA.
+    `kernel[grid, block]`, `kernel[grid, block, stream]`, `kernel[grid, block, stream, shmem]`.
+    `.signatures`; `.resolve(*args)` (which signature would run); `.pack(*args)` (the packed
+    parameter buffer, for debugging); `.load()`.
+    Arguments: device arrays through `__cuda_array_interface__` (CuPy, numba, torch,
+    `DeviceArray`), numbers, numpy scalars. A kernel compiled for several signatures
+    dispatches on dtype, ndim and contiguity; no match raises `DispatchError` listing them.
+    Streams: a cuda.core Stream, anything with `__cuda_stream__`, a CuPy/numba stream or a raw
+    handle; default the device's default stream.
+
+`DeviceArray` (see `gpu_runtime.devarray`): `.from_numpy(a)`, `.empty(shape, dtype)`,
+    `.zeros(shape, dtype)`, `.to_numpy()`, `.free()`, `__cuda_array_interface__`.
+
+`select_variant(variants, device_cc, driver_version) -> Choice`: the pure selection rule
+    (exact cubin > same-major lower-minor cubin > PTX the driver can JIT > error), see
+    `gpu_runtime.selection`.
+
+Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestError`,
+`IntegrityError` (tampered/missing file, path escaping cache/), `NoCompatibleVariantError`,
+`KernelNotFoundError`, `DispatchError`, `DeviceError`.
+
+Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
+why), which file each kernel was loaded from and how long the load took.
+
+The bundle format is documented in `gpu_runtime.manifest` (which, like this `__init__`,
+imports only the standard library, so the Pants plugin can import it on Python 3.9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpu_runtime.errors import (CacheNotFoundError, DeviceError, DispatchError, GpuRuntimeError,
+                                IntegrityError, KernelNotFoundError, ManifestError,
+                                NoCompatibleVariantError)
+
+__all__ = [
+    "open_cache", "KernelCache", "Kernel", "DeviceArray", "DeviceInfo", "select_variant", "Choice",
+    "GpuRuntimeError", "CacheNotFoundError", "ManifestError", "IntegrityError",
+    "NoCompatibleVariantError", "KernelNotFoundError", "DispatchError", "DeviceError",
+]
+
+# Everything else loads on first access (by name, so that Pants infers no dependency of this
+# file on them: the Pants plugin imports `gpu_runtime.manifest` with the standard library alone;
+# the BUILD file adds them as explicit dependencies of the runtime's __init__).
+_LAZY = {
+    "open_cache": "gpu_runtime.api",
+    "KernelCache": "gpu_runtime.runtime",
+    "Kernel": "gpu_runtime.runtime",
+    "DeviceArray": "gpu_runtime.devarray",
+    "DeviceInfo": "gpu_runtime.device",
+    "select_variant": "gpu_runtime.selection",
+    "Choice": "gpu_runtime.selection",
+}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'gpu_runtime' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,42 @@
+"""Exceptions raised by gpu_runtime.
+
+Standard library only: `gpu_runtime.manifest` (imported by the Pants plugin on Python 3.9, with
+neither numpy nor cuda installed) raises these too.
+"""
+
+from __future__ import annotations
+
+
+class GpuRuntimeError(Exception):
+    """Base class of every error gpu_runtime raises on purpose."""
+
+
+class CacheNotFoundError(GpuRuntimeError):
+    """No bundle cache (`cache/manifest.json`) was found and dev mode is not enabled."""
+
+
+class ManifestError(GpuRuntimeError, ValueError):
+    """`cache/manifest.json` (or compile metadata given to `build_manifest`) is malformed."""
+
+
+class IntegrityError(GpuRuntimeError):
+    """A cache file is missing, tampered with, or its manifest path leaves the cache directory."""
+
+
+class NoCompatibleVariantError(GpuRuntimeError):
+    """The bundle holds no cubin or PTX that can run on this device with this driver."""
+
+
+class KernelNotFoundError(GpuRuntimeError, KeyError):
+    """No kernel of the requested name, or the name is ambiguous across libraries."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DispatchError(GpuRuntimeError, TypeError):
+    """The launch arguments match none of a kernel's signatures, or cannot be converted."""
+
+
+class DeviceError(GpuRuntimeError):
+    """No usable CUDA device/driver, or a CUDA driver call failed."""

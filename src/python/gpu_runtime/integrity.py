@@ -1,0 +1,62 @@
+"""Reading cache files safely: paths must stay inside cache/, contents must match the manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Mapping, Optional
+
+from gpu_runtime.errors import IntegrityError
+from gpu_runtime.manifest import check_relpath
+
+
+def resolve_in_cache(root: "str | os.PathLike[str]", relpath: str) -> str:
+    """Absolute real path of `relpath` under `root`; IntegrityError if it would leave `root`.
+
+    Refuses absolute paths, `..`, empty components and backslashes outright, then resolves
+    symlinks (of the file and of every directory on the way) and requires the result to be
+    inside the resolved `root`.
+    """
+    why = check_relpath(relpath)
+    if why:
+        raise IntegrityError(f"refusing manifest path {relpath!r}: {why}")
+    real_root = os.path.realpath(os.fspath(root))
+    real = os.path.realpath(os.path.join(real_root, *relpath.split("/")))
+    if os.path.commonpath([real_root, real]) != real_root or real == real_root:
+        raise IntegrityError(
+            f"refusing manifest path {relpath!r}: it resolves to {real}, outside the cache "
+            f"directory {real_root} (symlink escape)")
+    return real
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_verified(root: "str | os.PathLike[str]", relpath: str, files: Mapping[str, str],
+                  expected: Optional[str] = None) -> bytes:
+    """Bytes of cache file `relpath` after checking its path and its sha256.
+
+    The digest is `files[relpath]` (the manifest's "files"), or `expected` when given. The same
+    bytes that were hashed are returned, so what is loaded is what was checked.
+    """
+    digest = expected if expected is not None else files.get(relpath)
+    if digest is None:
+        raise IntegrityError(f"{relpath!r} is not listed in the manifest's \"files\"; refusing to load it")
+    path = resolve_in_cache(root, relpath)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise IntegrityError(
+            f"missing cache file {relpath} (looked for {path}); the bundle is incomplete: "
+            f"copy the whole dist/<bundle>/ directory, or rebuild it with `pants package`") from None
+    except OSError as e:
+        raise IntegrityError(f"cannot read cache file {path}: {e.strerror or e}") from e
+    actual = sha256_bytes(data)
+    if actual != digest:
+        raise IntegrityError(
+            f"cache file {relpath} does not match the manifest (sha256 {actual}, expected {digest});"
+            f" it was modified or corrupted after the bundle was built. Refusing to load it; "
+            f"rebuild the bundle with `pants package`")
+    return data

@@ -1,0 +1,286 @@
+"""KernelCache/Kernel through a fake GPU: lookup, dispatch, lazy thread-safe loading, logging."""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+import gpu_runtime
+from gpu_runtime.conftest import (SAXPY2, FakeBackend, FakeDeviceArray, library_specs, write_bundle)
+from gpu_runtime.errors import (DispatchError, GpuRuntimeError, KernelNotFoundError,
+                                NoCompatibleVariantError)
+
+PTR = 0x7F00_0000_0000
+
+
+def vec(n, dtype="float32", ptr=PTR, strides=None):
+    return FakeDeviceArray((n,), dtype, ptr, strides)
+
+
+@pytest.fixture
+def cache(bundle, fake_backend):
+    return gpu_runtime.open_cache(bundle, backend=fake_backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# names
+
+
+def test_lookup_by_kernel_name_and_qualified(cache):
+    assert cache.kernel("saxpy").qualified_name == "saxpy.saxpy"
+    assert cache.kernel("saxpy.saxpy") is cache.kernel("saxpy")
+    assert cache.kernel("sum_f32", library="histogram").qualified_name == "histogram.sum_f32"
+    assert cache.kernel("matmul<float, 16>").library == "matmul"
+    assert cache.kernel("matmul.matmul<double, 16>").name == "matmul<double, 16>"
+
+
+def test_unknown_kernel_lists_candidates(cache):
+    with pytest.raises(KernelNotFoundError) as e:
+        cache.kernel("saxpi")
+    msg = str(e.value)
+    assert "no kernel 'saxpi'" in msg and "did you mean saxpy" in msg and "histogram.sum_f32" in msg
+    with pytest.raises(KernelNotFoundError, match="no library 'nope'"):
+        cache.kernel("saxpy", library="nope")
+    with pytest.raises(KernelNotFoundError, match="library 'sobel' has no kernel 'saxpy'"):
+        cache.kernel("saxpy", library="sobel")
+
+
+def test_ambiguous_name_lists_qualified_candidates(tmp_path):
+    specs = library_specs(["saxpy", "saxpy64"], extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)})
+    c = gpu_runtime.open_cache(write_bundle(str(tmp_path), specs), backend=FakeBackend())
+    with pytest.raises(KernelNotFoundError, match="ambiguous .* use one of saxpy.saxpy, saxpy64.saxpy"):
+        c.kernel("saxpy")
+    assert c.kernel("saxpy64.saxpy").library == "saxpy64"
+
+
+def test_signatures_and_describe_need_no_gpu(bundle):
+    class NoGpu(FakeBackend):
+        def device_info(self):
+            raise AssertionError("GPU touched")
+
+    c = gpu_runtime.open_cache(bundle, backend=NoGpu())
+    assert c.kernel("histogram_256").signatures == ["histogram_256(uint8[::1], uint32[::1])",
+                                                    "histogram_256(uint8[:], uint32[::1])"]
+    assert "matmul<float, 16>: matmul<float, 16>(u64, u64, u64, u32, u32, u32)" in c.describe()
+
+
+# ---------------------------------------------------------------------------------------------
+# dispatch
+
+
+def test_dispatch_on_contiguity(cache, fake_backend):
+    h = cache.kernel("histogram_256")
+    bins = vec(256, "uint32", PTR + 0x10000)
+    assert h.resolve(vec(100, "uint8"), bins)[0].name == "histogram_256__0"
+    assert h.resolve(vec(100, "uint8", strides=(3,)), bins)[0].name == "histogram_256__1"
+    h.launch(2, 256, vec(100, "uint8", strides=(3,)), bins)
+    func = fake_backend.launches[-1][0]
+    assert func == ("func", "histogram/histogram_256__1", "_Zhist1")
+
+
+def test_dispatch_error_lists_signatures(cache):
+    h = cache.kernel("histogram_256")
+    with pytest.raises(DispatchError) as e:
+        h.launch(1, 256, vec(100, "float32"), vec(256, "uint32"))
+    msg = str(e.value)
+    assert "no signature of kernel 'histogram.histogram_256' matches the arguments (float32[::1] device array, uint32[::1] device array)" in msg
+    assert "histogram_256(uint8[::1], uint32[::1]): argument 0 is float32[::1] device array, not uint8[::1]" in msg
+    assert "histogram_256(uint8[:], uint32[::1]): argument 0 is float32[::1] device array, not uint8[:]" in msg
+    with pytest.raises(DispatchError, match="takes 2 arguments, got 1"):
+        h.launch(1, 256, vec(100, "uint8"))
+
+
+def test_dispatch_on_scalar_types():
+    from gpu_runtime.abi import select_overload
+    from gpu_runtime.manifest import ArgSpec, KernelSpec
+
+    def k(dtype):
+        return KernelSpec(name="f", entry=dtype, abi="numba", signature=f"void({dtype})",
+                          args=(ArgSpec("scalar", dtype),))
+
+    ks = [k("int32"), k("int64"), k("float32"), k("float64"), k("complex128"), k("bool")]
+    pick = lambda v: select_overload(ks, [v]).entry  # noqa: E731
+    assert pick(1) == "int64"
+    assert pick(2**40) == "int64"
+    assert pick(np.int32(1)) == "int32"
+    assert pick(np.int16(1)) == "int32"  # same kind, safe cast, first listed
+    assert pick(1.0) == "float64"
+    assert pick(np.float32(1.0)) == "float32"
+    assert pick(1j) == "complex128"
+    assert pick(True) == "bool"
+    assert pick(np.bool_(False)) == "bool"
+    with pytest.raises(DispatchError, match="argument 0 is str, not int32"):
+        pick("x")
+
+
+def test_dispatch_on_dtype_and_ndim():
+    from gpu_runtime.abi import select_overload
+    from gpu_runtime.manifest import ArgSpec, KernelSpec
+
+    ks = [KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, l),))
+          for e, d, n, l in [("f1C", "float32", 1, "C"), ("f2C", "float32", 2, "C"),
+                             ("d2A", "float64", 2, "A"), ("d2C", "float64", 2, "C")]]
+    assert select_overload(ks, [FakeDeviceArray((3,), "f4")]).entry == "f1C"
+    assert select_overload(ks, [FakeDeviceArray((3, 4), "f4")]).entry == "f2C"
+    assert select_overload(ks, [FakeDeviceArray((3, 4), "f8")]).entry == "d2C"  # exact layout beats "A"
+    assert select_overload(ks, [FakeDeviceArray((3, 4), "f8", strides=(64, 8))]).entry == "d2A"
+    with pytest.raises(DispatchError, match=r"f\(float32\[:, ::1\]\)|argument 0 is"):
+        select_overload(ks, [FakeDeviceArray((3, 4, 5), "f4")])
+
+
+# ---------------------------------------------------------------------------------------------
+# launching
+
+
+def test_launch_passes_packed_numba_args(cache, fake_backend):
+    out, x, y = vec(8, ptr=PTR), vec(8, ptr=PTR + 64), vec(8, ptr=PTR + 128)
+    cache.kernel("saxpy").launch((1, 1, 1), 32, out, 2.5, x, y, stream=7, shared_mem=0)
+    func, grid, block, stream, shmem, args = fake_backend.launches[0]
+    assert func[0] == "func" and func[2].startswith("_ZN6cudapy5saxpy")
+    assert (grid, block, stream, shmem) == ((1, 1, 1), 32, 7, 0)
+    raw = b"".join(a.tobytes() for a in args)
+    arr = lambda p: struct.pack("<7q", 0, 0, 8, 4, p, 8, 4)  # noqa: E731
+    assert raw == arr(PTR) + struct.pack("<f", 2.5) + arr(PTR + 64) + arr(PTR + 128)
+
+
+def test_numba_style_launch(cache, fake_backend):
+    out = vec(8)
+    cache.kernel("saxpy")[4, 64](out, np.float32(1), out, out)
+    cache.kernel("saxpy")[4, 64, "s", 128](out, np.float32(1), out, out)
+    assert [l[1:5] for l in fake_backend.launches] == [(4, 64, None, 0), (4, 64, "s", 128)]
+    with pytest.raises(DispatchError, match="kernel\\[grid, block\\]"):
+        cache.kernel("saxpy")[4]
+
+
+def test_launch_c_kernel(cache, fake_backend):
+    a, b, c = vec(256, ptr=PTR), vec(256, ptr=PTR + 1024), vec(256, ptr=PTR + 2048)
+    cache.kernel("matmul<float, 16>").launch((1, 1), (16, 16), a, b, c, 16, 16, 16)
+    args = fake_backend.launches[0][5]
+    assert b"".join(x.tobytes() for x in args) == struct.pack("<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16)
+
+
+def test_pack_for_debugging(cache):
+    p = cache.kernel("sobel_magnitude").pack(vec(4), vec(4, ptr=PTR + 16), 2, 2, 2)
+    assert p.image == struct.pack("<QQIII", PTR, PTR + 16, 2, 2, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading: lazy, once, thread-safe, logged
+
+
+def test_nothing_loads_until_first_launch(cache, fake_backend):
+    k = cache.kernel("saxpy")
+    assert fake_backend.loads == []
+    out = vec(8)
+    k.launch(1, 8, out, 1.0, out, out)
+    k.launch(1, 8, out, 1.0, out, out)
+    assert [(kind, name) for kind, _, name in fake_backend.loads] == [("cubin", "saxpy/saxpy__0")]
+    assert fake_backend.loads[0][1].startswith(b"// fake cubin of saxpy/saxpy__0 for sm_90")
+    assert len(fake_backend.launches) == 2
+
+
+def test_concurrent_first_use_loads_once(bundle):
+    backend = FakeBackend(load_delay=0.05)
+    c = gpu_runtime.open_cache(bundle, backend=backend)
+    k = c.kernel("saxpy")
+    out = vec(8)
+    errors = []
+
+    def go():
+        try:
+            k.launch(1, 8, out, 1.0, out, out)
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(backend.loads) == 1 and len(backend.functions) == 1
+    assert len(backend.launches) == 16
+
+
+def test_load_is_logged(cache, caplog):
+    caplog.set_level(logging.INFO, logger="gpu_runtime")
+    cache.kernel("sobel_magnitude").load()
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "gpu_runtime")
+    assert "sobel: using cubin sm_90 (toolchain cuda13) on NVIDIA H200 (sm_90), driver supports CUDA 13.0: exact cubin for sm_90" in text
+    assert "loaded sobel.sobel_magnitude from cubin sm_90 " in text
+    assert "sobel/cuda13/sm_90/sobel.cubin (sobel) in " in text and " ms (read+verify " in text
+
+
+def test_ptx_fallback_and_prefer(bundle, caplog):
+    caplog.set_level(logging.INFO, logger="gpu_runtime")
+    b = FakeBackend(capability=(10, 0), driver=(13, 0), name="B200")
+    c = gpu_runtime.open_cache(bundle, backend=b)
+    c.kernel("saxpy").load()
+    assert b.loads[0][0] == "ptx" and b.loads[0][1].startswith(b"// fake ptx of saxpy/saxpy__0 for sm_90")
+    assert "JIT-compiling PTX sm_90" in caplog.text
+
+    b2 = FakeBackend()
+    gpu_runtime.open_cache(bundle, backend=b2, prefer="ptx").kernel("saxpy").load()
+    assert b2.loads[0][0] == "ptx"
+    with pytest.raises(ValueError, match="prefer must be"):
+        gpu_runtime.open_cache(bundle, backend=b2, prefer="sass")
+
+
+def test_prefer_from_environment(bundle, monkeypatch):
+    monkeypatch.setenv("GPU_RUNTIME_PREFER", "ptx")
+    b = FakeBackend()
+    gpu_runtime.open_cache(bundle, backend=b).kernel("sum_f32").load()
+    assert b.loads[0][0] == "ptx"
+
+
+def test_no_compatible_variant_error_at_first_use(bundle):
+    b = FakeBackend(capability=(7, 5), driver=(12, 4), name="Tesla T4")
+    c = gpu_runtime.open_cache(bundle, backend=b)
+    k = c.kernel("saxpy")  # lookup works without a compatible variant
+    with pytest.raises(NoCompatibleVariantError) as e:
+        k.load()
+    msg = str(e.value)
+    assert "library 'saxpy' in bundle 'imaging_h200'" in msg
+    assert "device: Tesla T4 (sm_75), driver supports CUDA 12.4" in msg
+    assert "add \"sm_75\" to the capabilities of the deploy_bundle 'imaging_h200'" in msg
+
+
+def test_backend_load_failure_is_wrapped(bundle):
+    c = gpu_runtime.open_cache(bundle, backend=FakeBackend(fail_load=True))
+    with pytest.raises(GpuRuntimeError, match="loading cubin saxpy/cuda13/sm_90/saxpy__0.cubin failed: RuntimeError: CUDA_ERROR_INVALID_IMAGE"):
+        c.kernel("saxpy").load()
+
+
+def test_preload_loads_every_selected_module(cache, fake_backend):
+    cache.preload()
+    assert sorted(name for _, _, name in fake_backend.loads) == [
+        "histogram/histogram_256__0", "histogram/histogram_256__1", "histogram/sum_f32__0",
+        "matmul/matmul", "saxpy/saxpy__0", "sobel/sobel"]
+    # matmul's two kernels share one module: loaded once, two functions
+    assert sum(1 for n, _ in fake_backend.functions if n == "matmul/matmul") == 2
+
+
+def test_lazy_public_names():
+    assert gpu_runtime.DeviceArray.__name__ == "DeviceArray"
+    assert gpu_runtime.select_variant.__name__ == "select_variant"
+    with pytest.raises(AttributeError):
+        gpu_runtime.nope  # noqa: B018
+
+
+def test_warns_when_driver_is_older_than_the_bundle_target(bundle, caplog):
+    caplog.set_level(logging.INFO, logger="gpu_runtime")
+    b = FakeBackend(capability=(8, 0), driver=(12, 8), name="A100")
+    c = gpu_runtime.open_cache(bundle, backend=b)
+    with pytest.raises(NoCompatibleVariantError):
+        c.kernel("saxpy").load()
+    assert "bundle 'imaging_h200' was built for a CUDA 13.0 driver; this device's driver supports CUDA 12.8" in caplog.text
+
+
+def test_library_accessor(cache):
+    assert cache.library("saxpy").language == "numba"
+    with pytest.raises(KernelNotFoundError, match="no library 'x'"):
+        cache.library("x")
