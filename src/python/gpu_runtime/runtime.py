@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import os
@@ -12,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from gpu_runtime import abi
 from gpu_runtime.errors import DispatchError, GpuRuntimeError, KernelNotFoundError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
-from gpu_runtime.manifest import KernelSpec, Library, Manifest, ModuleSpec
+from gpu_runtime.manifest import KernelSpec, Library, Manifest, ModuleSpec, Variant
 from gpu_runtime.selection import KINDS, Choice, parse_version, select_variant
 
 log = logging.getLogger("gpu_runtime")
@@ -157,6 +158,37 @@ class KernelCache:
         return None
 
     # -- selection and loading --------------------------------------------------------------
+    def _on_disk(self, lib: Library) -> List[Variant]:
+        """`lib`'s variants as cache/ holds them: a cubin or PTX deleted from disk is not offered.
+
+        So a bundle whose cubins were removed still runs from its PTX, with a warning naming the
+        missing files; when nothing loadable is left, selection's error says what the bundle
+        lists. A file that is present but altered is still refused when read (sha256).
+        """
+        missing: List[str] = []
+
+        def present(path: Optional[str]) -> Optional[str]:
+            if path is None or os.path.isfile(resolve_in_cache(self._root, path)):
+                return path
+            missing.append(path)
+            return None
+
+        variants = [
+            dataclasses.replace(
+                v,
+                modules=tuple(
+                    dataclasses.replace(m, ptx=present(m.ptx), cubin=present(m.cubin))
+                    for m in v.modules
+                ),
+            )
+            for v in lib.variants
+        ]
+        if missing:
+            log.warning("gpu_runtime: %s: %d file(s) listed in the manifest are missing from %s: "
+                        "%s; choosing among the rest", lib.name, len(missing), self._root,
+                        ", ".join(missing))
+        return variants
+
     def choice(self, library: str) -> Choice:
         """The variant chosen for `library` on this device (chosen once, then cached)."""
         with self._lock:
@@ -166,7 +198,7 @@ class KernelCache:
                 info = self._backend.device_info()
                 if not self._choices:
                     self._warn_if_driver_older(info)
-                ch = select_variant(lib.variants, info.capability, info.driver_version,
+                ch = select_variant(self._on_disk(lib), info.capability, info.driver_version,
                                     kinds=self._kinds, device_name=info.name, library=lib.name,
                                     bundle=self._manifest.bundle, fix=self._fix_hint())
                 log.info("gpu_runtime: %s: using %s %s (toolchain %s) on %s: %s", library, ch.kind,

@@ -284,3 +284,26 @@ def test_library_accessor(cache):
     assert cache.library("saxpy").language == "numba"
     with pytest.raises(KernelNotFoundError, match="no library 'x'"):
         cache.library("x")
+
+
+def test_removed_cubins_fall_back_to_ptx_with_a_warning(bundle, caplog):
+    import glob
+    import os
+
+    for cubin in glob.glob(os.path.join(bundle, "**", "*.cubin"), recursive=True):
+        os.remove(cubin)
+    caplog.set_level(logging.INFO, logger="gpu_runtime")
+    b = FakeBackend()
+    gpu_runtime.open_cache(bundle, backend=b).kernel("saxpy").load()
+    assert [kind for kind, _, _ in b.loads] == ["ptx"]
+    assert "missing from" in caplog.text and "saxpy__0.cubin" in caplog.text
+
+
+def test_removed_cubins_and_ptx_give_the_clear_error(bundle):
+    import glob
+    import os
+
+    for path in glob.glob(os.path.join(bundle, "saxpy", "**", "*.*"), recursive=True):
+        os.remove(path)
+    with pytest.raises(NoCompatibleVariantError, match="library 'saxpy'"):
+        gpu_runtime.open_cache(bundle, backend=FakeBackend()).kernel("saxpy").load()
