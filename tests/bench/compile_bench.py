@@ -88,7 +88,7 @@ def main() -> None:
                 walls.setdefault(key, []).append(seconds)
         inproc_json = os.path.join(work, "inprocess.json")
         subprocess.run(
-            ["./pants", "--no-pantsd", "run", "tests/bench:compile-inprocess", "--",
+            ["./pants", "--no-pantsd", "run", "tests/bench/compile_inprocess.py", "--",
              "--repo", repo, "--json", inproc_json],
             cwd=repo, check=True, capture_output=True,
         )

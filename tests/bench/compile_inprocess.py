@@ -1,7 +1,7 @@
 """In-process compile times of the example kernels: the floor under Pants' per-process cost.
 
 Run through Pants so it uses the pinned cuda13 toolchain (see compile_bench.py):
-    ./pants run tests/bench:compile-inprocess -- --repo . --json out.json
+    ./pants run tests/bench/compile_inprocess.py -- --repo . --json out.json
 For each (kernel, capability) it records the first compile in a fresh process state (imports
 already paid once, up front) and the median of `--repeat` further compiles.
 """

@@ -24,6 +24,8 @@ numpy scalars for `cuda.core.launch`, which copies each by its exact C type.
 
 from __future__ import annotations
 
+import functools
+
 import math
 import re
 import struct
@@ -69,7 +71,9 @@ class ParamType:
         return f"align {self.align} {base}[{self.count}]" if self.is_array else base
 
 
+@functools.lru_cache(maxsize=None)
 def parse_param_type(text: str) -> ParamType:
+    """Memoized: every launch parses its kernel's parameter types (a handful of distinct names)."""
     m = _PTX_RE.match(text.strip())
     if not m:
         raise DispatchError(f"unknown PTX parameter type {text!r}")
@@ -88,8 +92,17 @@ def parse_param_type(text: str) -> ParamType:
 @dataclass(frozen=True)
 class PackedArgs:
     values: Tuple[Tuple[str, Any], ...]  # (PTX type name, int | float | bytes), one per .param
-    image: bytes  # the parameter buffer, each value at its natural alignment
-    offsets: Tuple[int, ...]
+
+    # The byte image is for tests and debugging only: a launch passes `launch_args()`, so the
+    # hot path never lays the buffer out.
+    @property
+    def image(self) -> bytes:
+        """The parameter buffer, each value at its natural alignment."""
+        return _layout(self.values)[0]
+
+    @property
+    def offsets(self) -> Tuple[int, ...]:
+        return _layout(self.values)[1]
 
     def launch_args(self) -> List[Any]:
         """numpy scalars for cuda.core.launch, each of the exact width of its parameter."""
@@ -120,6 +133,10 @@ def _encode(pt: ParamType, value: Any) -> bytes:
 
 
 def build_image(values: Sequence[Tuple[str, Any]]) -> PackedArgs:
+    return PackedArgs(values=tuple(values))
+
+
+def _layout(values: Sequence[Tuple[str, Any]]) -> Tuple[bytes, Tuple[int, ...]]:
     image = bytearray()
     offsets = []
     for tname, value in values:
@@ -130,7 +147,7 @@ def build_image(values: Sequence[Tuple[str, Any]]) -> PackedArgs:
         data = _encode(pt, value)
         assert len(data) == pt.size, (tname, value)
         image.extend(data)
-    return PackedArgs(values=tuple(values), image=bytes(image), offsets=tuple(offsets))
+    return bytes(image), tuple(offsets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,22 +374,31 @@ def numba_array_values(spec: ArgSpec, value: Any, what: str) -> List[Tuple[str, 
 
 
 def _array_mismatch(spec: ArgSpec, view: ArrayView) -> Optional[str]:
-    want = describe_arg_spec(spec)
-    got = numba_array_type(str(view.dtype), view.ndim, view.layout)
     try:
-        want_dtype = np.dtype(spec.dtype)
+        want_dtype = _np_dtype(spec.dtype)
     except TypeError:
         return f"unsupported array dtype {spec.dtype!r} in kernel signature"
+    why = None
     if view.dtype != want_dtype:
-        return f"expected {want}, got {got} (dtype {view.dtype}, not {want_dtype})"
-    if view.ndim != spec.ndim:
-        return f"expected {want}, got {got} ({view.ndim}-D, not {spec.ndim}-D)"
-    c, f = view.flags
-    if spec.layout == "C" and not c:
-        return f"expected {want}, got {got} (not C-contiguous)"
-    if spec.layout == "F" and not f:
-        return f"expected {want}, got {got} (not Fortran-contiguous)"
-    return None
+        why = f"dtype {view.dtype}, not {want_dtype}"
+    elif view.ndim != spec.ndim:
+        why = f"{view.ndim}-D, not {spec.ndim}-D"
+    elif spec.layout in ("C", "F"):
+        c, f = view.flags
+        if spec.layout == "C" and not c:
+            why = "not C-contiguous"
+        elif spec.layout == "F" and not f:
+            why = "not Fortran-contiguous"
+    if why is None:
+        return None
+    # Described only on a mismatch: this check runs on every launch.
+    got = numba_array_type(str(view.dtype), view.ndim, view.layout)
+    return f"expected {describe_arg_spec(spec)}, got {got} ({why})"
+
+
+@functools.lru_cache(maxsize=None)
+def _np_dtype(name: str) -> np.dtype:
+    return np.dtype(name)
 
 
 def pack_numba_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:
@@ -567,6 +593,9 @@ def match_score(kernel: KernelSpec, args: Sequence[Any]) -> Tuple[Optional[int],
 
 def select_overload(kernels: Sequence[KernelSpec], args: Sequence[Any], name: str = "") -> KernelSpec:
     """The signature that fits `args` best (ties: the first listed); DispatchError if none."""
+    if len(kernels) == 1:
+        # One signature: nothing to choose; packing checks every argument against it.
+        return kernels[0]
     best: Optional[Tuple[int, int]] = None
     reasons = []
     for idx, k in enumerate(kernels):

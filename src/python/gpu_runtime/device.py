@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import DeviceError
 
@@ -98,6 +98,7 @@ class CudaBackend:
         self._local = threading.local()
         self._info: Optional[DeviceInfo] = None
         self._lock = threading.Lock()
+        self._configs: Dict[Any, Any] = {}
 
     # -- device -----------------------------------------------------------------------------
     def device(self):
@@ -184,7 +185,16 @@ class CudaBackend:
                args: Sequence[Any]) -> None:
         core = _core()
         s = self.stream(stream)
-        config = core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_mem or 0))
+        key = (grid, block, shared_mem)
+        try:
+            config = self._configs.get(key)
+        except TypeError:  # an unhashable grid or block (a list): build it every time
+            key, config = None, None
+        if config is None:
+            config = core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_mem or 0))
+            if key is not None and len(self._configs) < 256:
+                # LaunchConfig validates its shape on construction: reuse it across launches.
+                self._configs[key] = config
         core.launch(s, config, func, *args)
 
     def synchronize(self) -> None:

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, nargs=2, default=(480, 640), metavar=("HEIGHT", "WIDTH"))
     parser.add_argument("-v", "--verbose", action="store_true", help="log which variant each kernel loads")
     args, rest = parser.parse_known_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
 
     if args.self_test:
         from gpu_runtime import gpu_smoke

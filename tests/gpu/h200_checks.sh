@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# GPU acceptance checks of the device bundles, run on the H200 machine (sm_90, driver 580) with
+# its own python3, against bundles built on the build machine and copied over as built:
+#
+#   tests/gpu/h200_checks.sh dist/imaging_h200 dist/imaging_orin/cache
+#
+# 1. the H200 bundle's app (pipeline vs numpy) and its self-test (every kernel and signature of
+#    the manifest, from cubin and from PTX, against numpy);
+# 2. the same bundle with every cubin deleted: it runs from PTX (driver JIT);
+# 3. a cache holding only sm_87 cubins (the Orin bundle's, PTX deleted): the clear error;
+#    the Orin cache as built (sm_87 cubin + PTX ISA 8.5) runs on sm_90 from its PTX;
+# 4. a tampered cubin: refused.
+# Prints each step's output; exits non-zero if a step that must pass fails.
+set -u
+bundle=$1 orin_cache=$2
+work=$(mktemp -d)
+export CUDA_CACHE_DISABLE=1 PYTHONUNBUFFERED=1
+failed=0
+step() { printf '\n=== %s\n' "$*"; }
+must() { "$@" || { echo "FAILED (rc=$?): $*"; failed=1; }; }
+
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+python3 --version
+step "1a. H200 bundle app (cubin)"
+must python3 "$bundle/app.pex" -v
+step "1b. self-test: every kernel, cubin and PTX"
+must python3 "$bundle/app.pex" --self-test --modes cubin,ptx
+
+step "2. cubins removed: runs from PTX"
+cp -r "$bundle" "$work/ptx_only" && find "$work/ptx_only/cache" -name '*.cubin' -delete
+must python3 "$work/ptx_only/app.pex" -v
+
+step "3a. cache with only sm_87 cubins: expect the clear error (non-zero exit)"
+cp -r "$orin_cache" "$work/sm87" && find "$work/sm87" -name '*.ptx' -delete
+if GPU_RUNTIME_CACHE="$work/sm87" python3 "$bundle/app.pex"; then echo "FAILED: expected an error"; failed=1; fi
+step "3b. the Orin cache as built (sm_87 cubin + PTX 8.5) on sm_90: runs from PTX"
+must env GPU_RUNTIME_CACHE="$orin_cache" python3 "$bundle/app.pex" -v
+
+step "4. tampered cubin: expect refusal (non-zero exit)"
+cp -r "$bundle" "$work/tampered"
+printf 'x' >> "$(find "$work/tampered/cache" -name 'saxpy__0.cubin')"
+if python3 "$work/tampered/app.pex"; then echo "FAILED: tampered file accepted"; failed=1; fi
+
+rm -rf "$work"
+echo
+[ "$failed" = 0 ] && echo "all H200 checks passed" || echo "some H200 checks FAILED"
+exit "$failed"
