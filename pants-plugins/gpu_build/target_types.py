@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Tuple, Union
 
 from gpu_compiler import arch
 
@@ -283,7 +283,7 @@ class DeployBundleBinaryField(SpecialCasedDependencies):
 
     @classmethod
     def compute_value(
-        cls, raw_value: Optional[str | tuple[str, ...]], address: Address
+        cls, raw_value: Optional[Union[str, Tuple[str, ...]]], address: Address
     ) -> Optional[tuple[str, ...]]:
         # One address, written as a string; kept as a special-cased dependency so that
         # `--changed-dependents` finds the bundle from its binary.
