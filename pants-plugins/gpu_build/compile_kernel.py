@@ -139,7 +139,7 @@ def check_ptx_version(address: Address, options: KernelCompileOptions, capabilit
         raise GpuKernelCompileError(
             f"The `ptx_version` field in target {address} cannot be used with the GPU toolchain "
             f"{spec.name!r} (CUDA {spec.cuda}, PTX ISA {spec.ptx_isa}) for {capability}: {e}"
-        )
+        ) from e
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import io
 import json
 import tarfile
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from gpu_compiler import arch
 from gpu_runtime.manifest import build_manifest, dumps_manifest, variant_dir
@@ -25,6 +25,7 @@ from gpu_build.compile_kernel import (
     kernel_capabilities,
 )
 from gpu_build.subsystem import GpuToolchains
+from gpu_build.toolchain import toolchain_spec
 from gpu_build.target_types import (
     DeployBundleArchiveField,
     DeployBundleBinaryField,
@@ -38,7 +39,7 @@ from gpu_build.target_types import (
 from pants.backend.python.goals.package_pex_binary import PexBinaryFieldSet
 from pants.backend.python.target_types import PexCompletePlatformsField
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
-from pants.engine.addresses import UnparsedAddressInputs
+from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -153,19 +154,26 @@ def _check_capabilities(field_set: DeployBundleFieldSet, kernel: GpuKernelFieldS
         )
 
 
-def _check_driver(field_set: DeployBundleFieldSet, kernel: CompiledKernel, metadata: Mapping) -> None:
+def _check_driver(
+    field_set: DeployBundleFieldSet,
+    kernel: Address,
+    toolchain: str,
+    toolchain_cuda: str,
+    ptx_isa: str,
+    capability: str | None = None,
+) -> None:
     driver = field_set.driver_version.value or ""
-    problems = driver_problems(driver, metadata["toolchain"]["cuda"], metadata["ptx_isa"])
+    problems = driver_problems(driver, toolchain_cuda, ptx_isa)
     if problems:
+        what = f"{kernel} ({capability})" if capability else str(kernel)
         raise DeployBundleError(
             softwrap(
                 f"""
                 The deploy_bundle {field_set.address} targets a CUDA {driver} driver, which
-                cannot load what the GPU toolchain {kernel.toolchain!r} built for
-                {kernel.address} ({kernel.capability}): {'; '.join(problems)}. Fix: set the
-                bundle's `toolchain` to one of CUDA {driver} or older (see
-                `[gpu-toolchains].toolchains`), or raise `driver_version` if the device's
-                driver is newer.
+                cannot load what the GPU toolchain {toolchain!r} builds for {what}:
+                {'; '.join(problems)}. Fix: set the bundle's `toolchain` to one of CUDA
+                {driver} or older (see `[gpu-toolchains].toolchains`), or raise
+                `driver_version` if the device's driver is newer.
                 """
             )
         )
@@ -193,6 +201,12 @@ async def package_deploy_bundle(
     ]
     for kernel in kernels:
         _check_capabilities(field_set, kernel, subsystem)
+        # Refuse before building anything when the toolchain alone rules the driver out.
+        spec = toolchain_spec(
+            subsystem, field_set.toolchain.value or kernel.toolchain.value, origin=f"The target {address}"
+        )
+        isa = kernel.ptx_version.value or spec.ptx_isa
+        _check_driver(field_set, kernel.address, spec.name, spec.cuda, isa)
 
     pex_field_set = PexBinaryFieldSet.create(binary)
     if field_set.complete_platforms.value:
@@ -224,7 +238,14 @@ async def package_deploy_bundle(
     placed = []
     for kernel, contents, kernel_entries in zip(compiled, metadata_contents, entries):
         metadata = json.loads(contents[0].content)
-        _check_driver(field_set, kernel, metadata)
+        _check_driver(
+            field_set,
+            kernel.address,
+            kernel.toolchain,
+            metadata["toolchain"]["cuda"],
+            metadata["ptx_isa"],
+            kernel.capability,
+        )
         name = kernel.address.target_name
         outputs.setdefault(name, []).append(
             {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import ClassVar, Optional, Tuple, Union
 
@@ -139,6 +140,23 @@ class GpuKernelIncludeDirsField(StringSequenceField):
         (NVRTC `-I`). The headers themselves must be in `dependencies`, e.g. a `files` target.
         """
     )
+
+    @classmethod
+    def compute_value(
+        cls, raw_value: Optional[tuple[str, ...]], address: Address
+    ) -> Optional[tuple[str, ...]]:
+        value = super().compute_value(raw_value, address)
+        for include_dir in value or ():
+            joined = os.path.normpath(os.path.join(address.spec_path, include_dir))
+            if os.path.isabs(include_dir) or joined == ".." or joined.startswith("../"):
+                # An absolute path would read the host's headers (/usr/local/cuda/include),
+                # which the compile's cache key knows nothing of.
+                raise InvalidFieldException(
+                    f"The `{cls.alias}` field in target {address} has {include_dir!r}, which "
+                    f"is outside the repository: include directories must be relative to the "
+                    f"BUILD file and stay inside the build root, so the compile stays hermetic."
+                )
+        return value
 
 
 class GpuKernelNameExpressionsField(StringSequenceField):
@@ -316,7 +334,8 @@ class DeployBundleCapabilitiesField(StringSequenceField):
     def compute_value(
         cls, raw_value: Optional[tuple[str, ...]], address: Address
     ) -> Optional[tuple[str, ...]]:
-        return GpuKernelCapabilitiesField.compute_value(raw_value, address)
+        value = super().compute_value(raw_value, address)  # enforces `required`
+        return GpuKernelCapabilitiesField.compute_value(value, address)
 
 
 class DeployBundleToolchainField(StringField):
@@ -343,10 +362,13 @@ class DeployBundleDriverVersionField(StringField):
     @classmethod
     def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
         value = super().compute_value(raw_value, address)
-        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+        if value is not None and (
+            not re.fullmatch(r"\d+\.\d+", value) or int(value.split(".")[0]) >= 100
+        ):
             raise InvalidFieldException(
-                f"The `{cls.alias}` field in target {address} must look like `\"12.6\"`, "
-                f"got {value!r}."
+                f"The `{cls.alias}` field in target {address} must be the CUDA version the "
+                f"driver supports, like `\"12.6\"` (nvidia-smi's \"CUDA Version\", not the "
+                f"driver release such as 580.159), got {value!r}."
             )
         return value
 

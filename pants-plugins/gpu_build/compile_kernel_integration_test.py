@@ -1,0 +1,272 @@
+"""The real compile rule with the real toolchain: a RuleRunner builds the cuda13 toolchain PEX from
+the repo's lockfile and runs `python -m gpu_compiler compile` in it.
+
+What the test needs (see its `dependencies` and `extra_env_vars` in pants-plugins/BUILD):
+- the `gpu_compiler` package's modules in the test sandbox (a `files` dependency): the plugin
+  puts what it finds of that package into the toolchain PEX;
+- `3rdparty/python/cuda13.lock`, `pants.toml` and the example saxpy.py, from the sandbox
+  (`files` dependencies) or else from the checkout at `$GPU_BUILD_REPO_ROOT`;
+- the pex CLI that `./pants` builds locally (`PANTS_PEX_CLI_*`): Pants' default downloads it
+  from GitHub, which is out of reach here;
+- HOME, PATH and PYENV_ROOT to find the interpreters and share Pants' caches.
+
+The toolchain PEX is one process like any other: with a warm `~/.cache/pants` it is a cache hit.
+The test is skipped (saying why) only when the toolchain cannot be built for lack of network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+from textwrap import dedent
+from typing import Iterator, Mapping
+
+import pytest
+import toml  # pants: no-infer-dep (installed with pantsbuild.pants)
+
+from gpu_build import register
+from gpu_build.compile_kernel import (
+    CompiledKernel,
+    CompileKernelRequest,
+    GpuKernelCompileError,
+    GpuKernelFieldSet,
+)
+from gpu_build.package_kernel import GpuKernelPackageFieldSet
+from gpu_build.target_types import GpuKernelTarget
+from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, compiler_sources
+from pants.core.goals.package import BuiltPackage
+from pants.core.target_types import FilesGeneratorTarget, FileTarget
+from pants.core.util_rules import source_files
+from pants.engine.addresses import Address
+from pants.engine.fs import Digest, DigestContents
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import PYTHON_BOOTSTRAP_ENV, QueryRule, RuleRunner
+
+LOCKFILE = "3rdparty/python/cuda13.lock"
+PANTS_TOML = "pants.toml"
+SAXPY = "src/python/imaging/kernels/saxpy.py"
+# Set by `./pants`: the locally built, pinned pex CLI, and the CA bundle pip needs.
+PEX_CLI_ENV = (
+    "PANTS_PEX_CLI_VERSION",
+    "PANTS_PEX_CLI_URL_TEMPLATE",
+    "PANTS_PEX_CLI_KNOWN_VERSIONS",
+    "PANTS_CA_CERTS_PATH",
+)
+NO_NETWORK_SIGNS = (
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Failed to establish a new connection",
+    "Name or service not known",
+    "Max retries exceeded",
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+)
+KERN = "src/python/kern"
+
+
+def repo_file(path: str) -> bytes:
+    """A repo file from the test sandbox (a `files` dependency), else from $GPU_BUILD_REPO_ROOT."""
+    candidates = [Path(path)]
+    if os.environ.get("GPU_BUILD_REPO_ROOT"):
+        candidates.append(Path(os.environ["GPU_BUILD_REPO_ROOT"], path))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.read_bytes()
+    pytest.fail(
+        f"{path} is neither in the test sandbox nor under $GPU_BUILD_REPO_ROOT "
+        f"({os.environ.get('GPU_BUILD_REPO_ROOT')!r}): add a `files` dependency on it to "
+        f"pants-plugins/BUILD, or `GPU_BUILD_REPO_ROOT=%(buildroot)s` to `[test].extra_env_vars` "
+        f"in pants.toml."
+    )
+
+
+def repo_options() -> list[str]:
+    """The repo's own pants.toml settings that the toolchain depends on, as flags."""
+    config = toml.loads(repo_file(PANTS_TOML).decode())
+    python = config["python"]
+    toolchains = config["gpu-toolchains"]
+    return [
+        "--python-enable-resolves",
+        f"--python-resolves={ {'cuda13': LOCKFILE}!r}",
+        "--python-resolves-to-interpreter-constraints="
+        + repr({"cuda13": python["resolves_to_interpreter_constraints"]["cuda13"]}),
+        f"--python-pip-version={python['pip_version']}",
+        f"--python-bootstrap-search-path={config['python-bootstrap']['search_path']!r}",
+        f"--subprocess-environment-env-vars={config['subprocess-environment']['env_vars']!r}",
+        f"--gpu-toolchains-toolchains={toolchains['toolchains']}",
+        f"--gpu-toolchains-default-toolchain={toolchains['default_toolchain']}",
+        "--source-root-patterns=['/src/python']",
+    ]
+
+
+def pex_cli_env() -> Mapping[str, str]:
+    missing = [name for name in PEX_CLI_ENV if not os.environ.get(name)]
+    if missing:
+        pytest.fail(
+            f"{missing} are not set: run through `./pants` (which sets them) with them listed in "
+            f"this test's `extra_env_vars` (pants-plugins/BUILD); without them Pants downloads "
+            f"the pex CLI from GitHub."
+        )
+    return {name: os.environ[name] for name in PEX_CLI_ENV}
+
+
+@pytest.fixture(scope="module")
+def rule_runner() -> Iterator[RuleRunner]:
+    sources = {f.path for f in compiler_sources()}
+    needed = {"gpu_compiler/__main__.py", "gpu_compiler/cli.py", "gpu_compiler/compile.py"}
+    if not needed <= sources:
+        pytest.fail(
+            f"The gpu_compiler package on the test's path lacks {sorted(needed - sources)}: "
+            f"the toolchain PEX would not run. Give this test a dependency on a `files` target of "
+            f"its modules (`src/python/gpu_compiler:compiler-files`) in pants-plugins/BUILD."
+        )
+    runner = RuleRunner(
+        rules=[
+            *register.rules(),
+            *source_files.rules(),
+            QueryRule(ToolchainPex, [ToolchainPexRequest]),
+            QueryRule(CompiledKernel, [CompileKernelRequest]),
+            QueryRule(BuiltPackage, [GpuKernelPackageFieldSet]),
+            QueryRule(DigestContents, [Digest]),
+        ],
+        target_types=[GpuKernelTarget, FileTarget, FilesGeneratorTarget],
+    )
+    runner.write_files(
+        {
+            LOCKFILE: repo_file(LOCKFILE),
+            f"{KERN}/saxpy.py": repo_file(SAXPY),
+            f"{KERN}/broken.py": dedent(
+                '''\
+                """A numba kernel that does not type-check: float32 + str on line 10."""
+
+                from numba import cuda
+
+
+                @cuda.jit
+                def broken(out, x):
+                    i = cuda.grid(1)
+                    if i < out.size:
+                        out[i] = x[i] + "oops"
+
+
+                AOT_SIGNATURES = {"broken": ["void(float32[::1], float32[::1])"]}
+                '''
+            ),
+            f"{KERN}/broken.cu": dedent(
+                """\
+                // A CUDA C++ syntax error on line 5.
+                extern "C" __global__ void oops(float* out, int n) {
+                    int i = blockIdx.x * blockDim.x + threadIdx.x;
+                    if (i < n) {
+                        out[i] = 1.0f +;
+                    }
+                }
+                """
+            ),
+            f"{KERN}/BUILD": dedent(
+                """\
+                gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_90"])
+                gpu_kernel(name="broken_numba", source="broken.py", capabilities=["sm_90"])
+                gpu_kernel(name="broken_cu", source="broken.cu", capabilities=["sm_90"])
+                gpu_kernel(
+                    name="future_ptx",
+                    source="saxpy.py",
+                    capabilities=["sm_90"],
+                    ptx_version="9.9",
+                )
+                """
+            ),
+        }
+    )
+    runner.set_options(repo_options(), env=pex_cli_env(), env_inherit=PYTHON_BOOTSTRAP_ENV)
+    try:
+        runner.request(
+            ToolchainPex, [ToolchainPexRequest(ToolchainSpec("cuda13", "cuda13", "13.0"))]
+        )
+    except ExecutionError as e:
+        if any(sign in str(e) for sign in NO_NETWORK_SIGNS):
+            pytest.skip(f"The cuda13 toolchain PEX cannot be built here (no network?): {e}")
+        raise
+    yield runner
+
+
+def field_set(rule_runner: RuleRunner, name: str) -> GpuKernelFieldSet:
+    return GpuKernelFieldSet.create(rule_runner.get_target(Address(KERN, target_name=name)))
+
+
+def compile_error(rule_runner: RuleRunner, name: str) -> str:
+    with pytest.raises(ExecutionError) as excinfo:
+        rule_runner.request(
+            CompiledKernel, [CompileKernelRequest(field_set(rule_runner, name), "sm_90")]
+        )
+    wrapped = excinfo.value.wrapped_exceptions
+    assert len(wrapped) == 1, wrapped
+    assert isinstance(wrapped[0], GpuKernelCompileError), repr(wrapped[0])
+    return str(wrapped[0])
+
+
+def test_compile_saxpy_for_sm_90(rule_runner: RuleRunner) -> None:
+    compiled = rule_runner.request(
+        CompiledKernel, [CompileKernelRequest(field_set(rule_runner, "saxpy"), "sm_90")]
+    )
+    assert compiled.address == Address(KERN, target_name="saxpy")
+    assert (compiled.capability, compiled.toolchain) == ("sm_90", "cuda13")
+    contents = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [compiled.digest])}
+    assert sorted(contents) == ["metadata.json", "saxpy__0.cubin", "saxpy__0.ptx"]
+
+    ptx = contents["saxpy__0.ptx"].decode()
+    assert "\n.version 9.0\n" in f"\n{ptx}"
+    assert "\n.target sm_90\n" in f"\n{ptx}"
+    assert ".entry" in ptx
+
+    cubin = contents["saxpy__0.cubin"]
+    assert cubin[:4] == b"\x7fELF"
+    (e_flags,) = struct.unpack_from("<I", cubin, 48)
+    assert (e_flags >> 8) & 0xFF == 90
+
+    metadata = json.loads(contents["metadata.json"])
+    assert metadata["capability"] == "sm_90"
+    assert metadata["ptx_isa"] == "9.0"
+    assert metadata["source"] == f"{KERN}/saxpy.py"
+    assert metadata["modules"][0]["kernels"][0]["name"] == "saxpy"
+    # No sandbox paths leak into the outputs.
+    for content in contents.values():
+        assert b"/pants-sandbox-" not in content and b"/tmp/" not in content
+
+
+def test_package_saxpy(rule_runner: RuleRunner) -> None:
+    tgt = rule_runner.get_target(Address(KERN, target_name="saxpy"))
+    package = rule_runner.request(BuiltPackage, [GpuKernelPackageFieldSet.create(tgt)])
+    assert [a.relpath for a in package.artifacts] == ["src.python.kern/saxpy"]
+    files = sorted(fc.path for fc in rule_runner.request(DigestContents, [package.digest]))
+    assert files == [
+        "src.python.kern/saxpy/sm_90/metadata.json",
+        "src.python.kern/saxpy/sm_90/saxpy__0.cubin",
+        "src.python.kern/saxpy/sm_90/saxpy__0.ptx",
+    ]
+
+
+def test_numba_typing_error_names_target_file_and_line(rule_runner: RuleRunner) -> None:
+    message = compile_error(rule_runner, "broken_numba")
+    assert f"{KERN}:broken_numba" in message
+    assert f"{KERN}/broken.py:10" in message
+    assert "sm_90" in message
+    # The compiler's own diagnosis, with no sandbox path.
+    assert "pants-sandbox" not in message
+
+
+def test_cuda_cpp_syntax_error_names_target_file_and_line(rule_runner: RuleRunner) -> None:
+    message = compile_error(rule_runner, "broken_cu")
+    assert f"{KERN}:broken_cu" in message
+    assert f"{KERN}/broken.cu(5)" in message
+    assert "error" in message
+    assert "pants-sandbox" not in message
+
+
+def test_impossible_ptx_version_refused_naming_the_target(rule_runner: RuleRunner) -> None:
+    message = compile_error(rule_runner, "future_ptx")
+    assert f"{KERN}:future_ptx" in message
+    assert "9.9" in message
+    assert "cuda13" in message

@@ -1,0 +1,284 @@
+"""Pure tests of the compile rule's helpers: argv, options from fields, ptx_version checks.
+
+Like Pants' docker_binary_test, the process argv is built by a plain function and tested
+without the engine; targets are constructed directly (their fields validate on construction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpu_build.compile_kernel import (
+    OUT_DIR,
+    GpuKernelCompileError,
+    GpuKernelFieldSet,
+    KernelCompileOptions,
+    check_ptx_version,
+    compile_argv,
+    kernel_capabilities,
+)
+from gpu_build.subsystem import GpuToolchains
+from gpu_build.target_types import GpuKernelTarget
+from gpu_build.toolchain import ToolchainSpec, UnknownToolchainError, toolchain_spec
+from pants.engine.addresses import Address
+from pants.testutil.option_util import create_subsystem
+
+CUDA13 = ToolchainSpec(name="cuda13", resolve="cuda13", cuda="13.0")
+CUDA12 = ToolchainSpec(name="cuda12", resolve="cuda12", cuda="12.6")
+KERNELS = "src/python/imaging/kernels"
+
+
+def field_set(spec_path: str = KERNELS, name: str = "k", **fields: Any) -> GpuKernelFieldSet:
+    fields.setdefault("source", "k.cu")
+    tgt = GpuKernelTarget(fields, Address(spec_path, target_name=name))
+    assert GpuKernelFieldSet.is_applicable(tgt)
+    return GpuKernelFieldSet.create(tgt)
+
+
+def toolchains(**options: Any) -> GpuToolchains:
+    options.setdefault(
+        "toolchains",
+        {
+            "cuda13": {"resolve": "cuda13", "cuda": "13.0"},
+            "cuda12": {"resolve": "cuda12", "cuda": "12.6"},
+        },
+    )
+    options.setdefault("default_toolchain", "cuda13")
+    options.setdefault("default_capabilities", ["sm_90", "sm_75", "sm_87", "sm_80"])
+    return create_subsystem(GpuToolchains, **options)
+
+
+# -----------------------------------------------------------------------------------------------
+# compile_argv
+
+
+def test_argv_minimal_numba() -> None:
+    argv = compile_argv(
+        source=f"{KERNELS}/saxpy.py",
+        capability="sm_90",
+        out_dir=OUT_DIR,
+        sys_path=("src/python",),
+        options=KernelCompileOptions(),
+    )
+    assert argv == (
+        "compile",
+        "--source",
+        f"{KERNELS}/saxpy.py",
+        "--capability",
+        "sm_90",
+        "--out-dir",
+        OUT_DIR,
+        "--sys-path",
+        "src/python",
+    )
+
+
+def test_argv_every_option() -> None:
+    options = KernelCompileOptions(
+        fast_math=True,
+        lineinfo=True,
+        max_registers=64,
+        ptx_version="8.5",
+        defines=("TILE=16", "FAST"),
+        include_dirs=(KERNELS, "src/include"),
+        name_expressions=("matmul<float, 16>", "matmul<double, 16>"),
+    )
+    argv = compile_argv(
+        source=f"{KERNELS}/matmul.cu",
+        capability="sm_87",
+        out_dir="out",
+        sys_path=("src/python", "lib"),
+        options=options,
+    )
+    assert argv == (
+        "compile",
+        "--source",
+        f"{KERNELS}/matmul.cu",
+        "--capability",
+        "sm_87",
+        "--out-dir",
+        "out",
+        "--sys-path",
+        "src/python",
+        "--sys-path",
+        "lib",
+        "--ptx-version",
+        "8.5",
+        "--fast-math",
+        "--lineinfo",
+        "--max-registers",
+        "64",
+        "--define",
+        "TILE=16",
+        "--define",
+        "FAST",
+        "--include-dir",
+        KERNELS,
+        "--include-dir",
+        "src/include",
+        "--name-expression",
+        "matmul<float, 16>",
+        "--name-expression",
+        "matmul<double, 16>",
+    )
+
+
+def test_argv_max_registers_zero_is_not_dropped() -> None:
+    # `is not None`, not truthiness: a (rejected elsewhere) 0 must still reach the compiler.
+    argv = compile_argv(
+        source="k.cu",
+        capability="sm_90",
+        out_dir="o",
+        sys_path=(),
+        options=KernelCompileOptions(max_registers=0),
+    )
+    assert argv[-2:] == ("--max-registers", "0")
+
+
+# -----------------------------------------------------------------------------------------------
+# KernelCompileOptions.from_field_set
+
+
+def test_options_defaults() -> None:
+    assert KernelCompileOptions.from_field_set(field_set(source="k.py")) == KernelCompileOptions()
+
+
+def test_options_from_every_field() -> None:
+    options = KernelCompileOptions.from_field_set(
+        field_set(
+            source="matmul.cu",
+            fast_math=True,
+            lineinfo=True,
+            max_registers=96,
+            capabilities=["sm_90"],
+            ptx_version="8.7",
+            defines=["TILE=16"],
+            include_dirs=[".", "include", "../shared/include", "./a/../b"],
+            name_expressions=["matmul<float, 16>"],
+        )
+    )
+    assert options == KernelCompileOptions(
+        fast_math=True,
+        lineinfo=True,
+        max_registers=96,
+        ptx_version="8.7",
+        defines=("TILE=16",),
+        # Relative to the BUILD file's directory in the field; to the buildroot in the argv
+        # (the compile runs at the sandbox root).
+        include_dirs=(
+            KERNELS,
+            f"{KERNELS}/include",
+            "src/python/imaging/shared/include",
+            f"{KERNELS}/b",
+        ),
+        name_expressions=("matmul<float, 16>",),
+    )
+
+
+def test_options_include_dirs_of_a_root_build_file() -> None:
+    options = KernelCompileOptions.from_field_set(
+        field_set(spec_path="", include_dirs=[".", "inc"])
+    )
+    assert options.include_dirs == (".", "inc")
+
+
+# -----------------------------------------------------------------------------------------------
+# check_ptx_version
+
+
+def test_no_ptx_version_is_always_fine() -> None:
+    for capability in ("sm_75", "sm_90", "sm_120"):
+        check_ptx_version(Address("a", target_name="k"), KernelCompileOptions(), capability, CUDA13)
+
+
+@pytest.mark.parametrize(
+    "spec, ptx_version, capability",
+    [
+        (CUDA13, "9.0", "sm_90"),
+        (CUDA13, "8.5", "sm_90"),
+        (CUDA13, "7.8", "sm_90"),
+        (CUDA13, "7.4", "sm_87"),
+        (CUDA13, "6.3", "sm_75"),
+        (CUDA12, "8.5", "sm_87"),
+        (CUDA12, "8.0", "sm_90"),
+    ],
+)
+def test_ptx_version_accepted(spec: ToolchainSpec, ptx_version: str, capability: str) -> None:
+    check_ptx_version(
+        Address("a", target_name="k"), KernelCompileOptions(ptx_version=ptx_version), capability, spec
+    )
+
+
+@pytest.mark.parametrize(
+    "spec, ptx_version, capability, why",
+    [
+        # Newer than the toolchain writes.
+        (CUDA13, "9.1", "sm_90", "newer than the toolchain"),
+        (CUDA13, "9.9", "sm_90", "newer than the toolchain"),
+        (CUDA12, "9.0", "sm_87", "newer than the toolchain"),
+        (CUDA12, "8.6", "sm_87", "newer than the toolchain"),
+        # Older than the capability needs.
+        (CUDA13, "7.4", "sm_90", "too old for sm_90"),
+        (CUDA13, "6.3", "sm_80", "too old for sm_80"),
+        # In range but no PTX ISA of that number.
+        (CUDA13, "8.9", "sm_90", "not a known PTX ISA"),
+    ],
+)
+def test_ptx_version_refused_naming_the_target(
+    spec: ToolchainSpec, ptx_version: str, capability: str, why: str
+) -> None:
+    address = Address(KERNELS, target_name="saxpy")
+    with pytest.raises(GpuKernelCompileError) as excinfo:
+        check_ptx_version(address, KernelCompileOptions(ptx_version=ptx_version), capability, spec)
+    message = str(excinfo.value)
+    assert f"{KERNELS}:saxpy" in message
+    assert "`ptx_version`" in message
+    assert repr(spec.name) in message
+    assert f"PTX ISA {spec.ptx_isa}" in message
+    assert capability in message
+    assert why in message
+
+
+def test_toolchain_spec_ptx_isa() -> None:
+    assert CUDA13.ptx_isa == "9.0"
+    assert CUDA12.ptx_isa == "8.5"
+    with pytest.raises(UnknownToolchainError, match="CUDA 10.7"):
+        ToolchainSpec(name="old", resolve="old", cuda="10.7").ptx_isa
+
+
+# -----------------------------------------------------------------------------------------------
+# toolchain_spec and kernel_capabilities
+
+
+def test_toolchain_spec_lookup() -> None:
+    subsystem = toolchains()
+    assert toolchain_spec(subsystem, None, origin="x") == CUDA13
+    assert toolchain_spec(subsystem, "cuda12", origin="x") == CUDA12
+
+
+def test_toolchain_spec_unknown_lists_the_defined_ones() -> None:
+    with pytest.raises(UnknownToolchainError) as excinfo:
+        toolchain_spec(toolchains(), "cuda11", origin="The target src:k")
+    message = str(excinfo.value)
+    assert "The target src:k" in message
+    assert "'cuda11'" in message
+    assert "['cuda12', 'cuda13']" in message
+
+
+@pytest.mark.parametrize("entry", [{"cuda": "13.0"}, {"resolve": "cuda13"}, "cuda13"])
+def test_toolchain_spec_malformed_entry(entry: Any) -> None:
+    with pytest.raises(UnknownToolchainError, match="'bad'"):
+        toolchain_spec(toolchains(toolchains={"bad": entry}), "bad", origin="x")
+
+
+def test_kernel_capabilities_from_the_target() -> None:
+    fs = field_set(capabilities=["sm_90", "sm_87"])
+    assert kernel_capabilities(fs, toolchains()) == ("sm_87", "sm_90")
+
+
+def test_kernel_capabilities_default_sorted_and_checked() -> None:
+    assert kernel_capabilities(field_set(), toolchains()) == ("sm_75", "sm_80", "sm_87", "sm_90")
+    with pytest.raises(Exception, match="sm_999"):
+        kernel_capabilities(field_set(), toolchains(default_capabilities=["sm_999"]))

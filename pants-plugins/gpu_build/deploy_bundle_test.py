@@ -1,0 +1,140 @@
+"""Pure tests of deploy_bundle's driver compatibility table and its reproducible archive."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import struct
+import tarfile
+
+import pytest
+
+from gpu_build.deploy_bundle import deterministic_tar_gz, driver_problems
+from pants.engine.fs import FileContent
+
+CUBINS_13 = "cubins built by CUDA 13.0"
+
+
+@pytest.mark.parametrize(
+    "driver, toolchain_cuda, ptx_isa, expected",
+    [
+        # JetPack 6 (driver 12.6) and the CUDA 13.0 toolchain: neither its cubins (newer major
+        # version) nor its PTX (ISA 9.0 needs a 13.0 driver) load.
+        (
+            "12.6",
+            "13.0",
+            "9.0",
+            [CUBINS_13, "PTX ISA 9.0, which needs a CUDA 13.0 driver"],
+        ),
+        # The CUDA 12.6 toolchain emits ISA 8.5 (CUDA 12.5): fine on a 12.6 driver.
+        ("12.6", "12.6", "8.5", []),
+        # A 12.6 driver and PTX relabelled 8.7 (CUDA 12.8): the PTX is too new, cubins are fine.
+        ("12.6", "12.6", "8.7", ["PTX ISA 8.7, which needs a CUDA 12.8 driver"]),
+        # Minor-version compatibility: a 12.4 driver loads 12.6 cubins, not ISA 8.5 PTX.
+        ("12.4", "12.6", "8.5", ["PTX ISA 8.5, which needs a CUDA 12.5 driver"]),
+        ("12.5", "12.6", "8.5", []),
+        # A CUDA 13.0 toolchain whose PTX was relabelled 8.5 still ships CUDA 13 cubins.
+        ("12.6", "13.0", "8.5", [CUBINS_13]),
+        # The H200's driver 580 (CUDA 13.0): everything of CUDA 13.0 and older loads.
+        ("13.0", "13.0", "9.0", []),
+        ("13.0", "12.6", "8.5", []),
+        ("13.0", "13.0", "7.8", []),
+        # ... but not PTX of a newer 13.x toolchain (ISA 9.5 needs 13.5), though its cubins load.
+        ("13.0", "13.5", "9.5", ["PTX ISA 9.5, which needs a CUDA 13.5 driver"]),
+        # Exactly the minimum driver.
+        ("13.5", "13.5", "9.5", []),
+        # Two majors behind.
+        (
+            "11.8",
+            "12.6",
+            "8.5",
+            ["cubins built by CUDA 12.6", "PTX ISA 8.5, which needs a CUDA 12.5 driver"],
+        ),
+    ],
+)
+def test_driver_problems(driver: str, toolchain_cuda: str, ptx_isa: str, expected: list) -> None:
+    assert driver_problems(driver, toolchain_cuda, ptx_isa) == expected
+
+
+def test_driver_problems_numeric_not_lexical() -> None:
+    # "12.10" > "12.9" numerically; a string comparison would get this wrong.
+    assert driver_problems("12.10", "12.9", "8.8") == []
+
+
+def test_driver_problems_unknown_isa_is_an_error() -> None:
+    with pytest.raises(ValueError, match="9.9"):
+        driver_problems("13.0", "13.0", "9.9")
+
+
+# -----------------------------------------------------------------------------------------------
+# deterministic_tar_gz
+
+FILES = [
+    FileContent("bundle/app.pex", b"#!/usr/bin/env python3\nPEX", is_executable=True),
+    FileContent("bundle/cache/manifest.json", b'{"schema": 1}\n'),
+    FileContent("bundle/cache/saxpy/cuda13/sm_90/saxpy__0.ptx", b".version 9.0\n.target sm_90\n"),
+    FileContent("bundle/cache/saxpy/cuda13/sm_90/saxpy__0.cubin", bytes(range(256)) * 4),
+    FileContent("bundle/cache/sobel/cuda13/sm_87/sobel__0.ptx", b".version 9.0\n"),
+]
+
+
+def test_tar_gz_same_bytes_twice_and_in_any_order() -> None:
+    first = deterministic_tar_gz(FILES)
+    assert deterministic_tar_gz(list(FILES)) == first
+    assert deterministic_tar_gz(reversed(FILES)) == first
+    shuffled = list(FILES)
+    for seed in range(5):
+        random.Random(seed).shuffle(shuffled)
+        assert deterministic_tar_gz(iter(shuffled)) == first
+
+
+def test_tar_gz_depends_on_contents_paths_and_modes() -> None:
+    base = deterministic_tar_gz(FILES)
+    changed_content = [*FILES[:-1], FileContent(FILES[-1].path, b".version 8.5\n")]
+    changed_path = [*FILES[:-1], FileContent("bundle/cache/x.ptx", FILES[-1].content)]
+    changed_mode = [*FILES[:-1], FileContent(FILES[-1].path, FILES[-1].content, True)]
+    outputs = {
+        base,
+        deterministic_tar_gz(changed_content),
+        deterministic_tar_gz(changed_path),
+        deterministic_tar_gz(changed_mode),
+    }
+    assert len(outputs) == 4
+
+
+def test_tar_gz_header_has_no_mtime_or_name() -> None:
+    data = deterministic_tar_gz(FILES)
+    assert data[:2] == b"\x1f\x8b"
+    flags = data[3]
+    (mtime,) = struct.unpack_from("<I", data, 4)
+    assert mtime == 0
+    # No FNAME/FCOMMENT: the archive's own path is not embedded.
+    assert flags & 0x08 == 0 and flags & 0x10 == 0
+
+
+def test_tar_gz_members() -> None:
+    with tarfile.open(fileobj=io.BytesIO(deterministic_tar_gz(FILES)), mode="r:gz") as tar:
+        members = tar.getmembers()
+        assert [m.name for m in members] == sorted(f.path for f in FILES)
+        by_path = {f.path: f for f in FILES}
+        for member in members:
+            expected = by_path[member.name]
+            assert member.isfile()
+            assert member.mtime == 0
+            assert member.uid == member.gid == 0
+            assert member.uname == member.gname == ""
+            assert member.mode == (0o755 if expected.is_executable else 0o644)
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            assert extracted.read() == expected.content
+            # No PAX headers carrying times (atime/ctime/mtime with sub-second parts).
+            assert not {"mtime", "atime", "ctime"} & set(member.pax_headers)
+
+
+def test_tar_gz_empty() -> None:
+    data = deterministic_tar_gz([])
+    assert data == deterministic_tar_gz([])
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        assert tar.getmembers() == []
+    assert gzip.decompress(data)  # a valid (end-of-archive) tar stream
