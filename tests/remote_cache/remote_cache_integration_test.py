@@ -1,0 +1,192 @@
+"""The remote cache on a real REAPI server (BuildGrid), end to end.
+
+One BuildGrid (CAS on disk + lru-action-cache, instance `main`) on 127.0.0.1, started by
+.ci/buildgrid/buildgrid.sh and stopped however the module ends. Each Pants run happens in its own
+`git clone` of the repository under a temp dir, with its own empty `--local-store-dir` and
+`--no-pantsd`, configured by .ci/remote-cache.toml:
+
+1. cold: `./pants package ::` in clone A: everything runs and is written to the server.
+2. other checkout: the same in clone B, at another path, from an empty local store, with another
+   PATH: every kernel compile is a remote hit (no `Compile ...` process runs) and dist/ is
+   byte-identical to A's.
+3. other Pants venv: clone C with ./pants' bootstrap cache (the Pants venv) copied elsewhere: the
+   same hits.
+4. server down: a build pointed at a dead address succeeds, warning that the cache is unreachable.
+5. `--changed-since`: after one kernel's source is edited, `package` rebuilds only that kernel and
+   the bundles that contain it.
+
+Run: `./pants test tests/remote_cache::` (add `--force` to rerun a cached pass; the test reads
+.ci/ and ./pants, which Pants does not track). Several minutes on a cold machine (the first build
+downloads the toolchain wheels into Pants' named caches, ~1 GB of local store per build).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from typing import Iterator
+
+import pytest
+
+import remote_cache_harness as harness
+from remote_cache_harness import KERNELS_SPEC, PantsRun
+
+# Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever
+# else is packageable). The assertions below are about kernel compiles and dist/ as a whole.
+PACKAGE_SPEC = "::"
+KERNEL_DIR = "src/python/imaging/kernels"
+EDITED_KERNEL = f"{KERNEL_DIR}/saxpy.py"
+
+
+class Session:
+    """What the module's tests share: the repo, a scratch dir, the server and the cold build."""
+
+    def __init__(self, root: str, scratch: str, server: harness.BuildGrid) -> None:
+        self.root = root
+        self.scratch = scratch
+        self.server = server
+        self.cold: PantsRun | None = None
+        self.cold_dist: dict[str, str] = {}
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.scratch, name)
+
+    def clone(self, name: str) -> str:
+        return harness.clone_repo(self.root, self.path(name))
+
+    def package(self, repo: str, store: str, spec: str = PACKAGE_SPEC, **kwargs) -> PantsRun:
+        run = harness.run_pants(
+            repo, ["package", spec], local_store=self.path(store),
+            remote_address=self.server.address, **kwargs,
+        )
+        print(f"\n[{os.path.basename(repo)} {store}] package {spec}: {run.summary()}")
+        return run
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[Session]:
+    root = harness.repo_root()
+    scratch = tempfile.mkdtemp(prefix="remote-cache-it-")
+    try:
+        with harness.buildgrid(root, state_dir=os.path.join(scratch, "buildgrid")) as server:
+            yield Session(root, scratch, server)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cold(session: Session) -> Session:
+    """Clone A, empty local store and empty server: every process runs and is uploaded."""
+    repo_a = session.clone("checkout-a")
+    run = session.package(repo_a, "store-a").check()
+    compiles = run.compiles()
+    assert compiles, f"no `Compile ...` process in the cold build:\n{run.stderr[-4000:]}"
+    assert all(p.source == "Ran" for p in compiles), run.summary()
+    assert run.counters.get("remote_cache_write_successes", 0) >= len(compiles), run.summary()
+    assert run.counters.get("remote_cache_write_errors", 0) == 0, run.summary()
+    session.cold = run
+    session.cold_dist = harness.dist_digests(repo_a)
+    assert any(path.startswith(KERNEL_DIR.replace("/", ".")) for path in session.cold_dist)
+    return session
+
+
+def assert_all_compiles_remote_hits(run: PantsRun, cold: PantsRun) -> None:
+    ran = [p.description for p in run.compiles("Ran")]
+    assert not ran, f"kernel compiles that ran instead of hitting the remote cache: {ran}\n{run.summary()}"
+    hits = sorted(p.description for p in run.compiles("HitRemotely"))
+    assert hits == sorted(p.description for p in cold.compiles()), run.summary()
+    assert run.counters.get("remote_cache_requests_cached", 0) >= len(hits), run.summary()
+    assert run.counters.get("remote_cache_read_errors", 0) == 0, run.summary()
+
+
+def test_second_checkout_gets_every_compile_from_the_remote_cache(cold: Session) -> None:
+    repo_b = cold.clone("elsewhere/checkout-b")
+    # Another PATH as well: a directory in front, one at the back.
+    path = os.pathsep.join([cold.path("bin-b"), os.environ.get("PATH", "/usr/bin:/bin"), "/opt/nowhere/bin"])
+    run = cold.package(repo_b, "store-b", env={"PATH": path}).check()
+    assert_all_compiles_remote_hits(run, cold.cold)
+    # Cacheable processes that still ran (none expected); reported to make a regression obvious.
+    ran = sorted({p.description for p in run.processes if p.cacheable and p.source == "Ran"})
+    assert not ran, f"cacheable processes that missed the remote cache: {ran}"
+    assert harness.dist_digests(repo_b) == cold.cold_dist
+
+
+def test_pants_venv_elsewhere_gets_the_same_hits(cold: Session) -> None:
+    repo_c = cold.clone("checkout-c")
+    bootstrap = harness.relocated_bootstrap_cache(cold.path("bootstrap-c"))
+    run = cold.package(
+        repo_c, "store-c", spec=KERNELS_SPEC, env={"PANTS_BOOTSTRAP_CACHE": bootstrap}
+    ).check()
+    ran = [p.description for p in run.compiles("Ran")]
+    assert not ran, (
+        "With the Pants venv at another path, kernel compiles missed the remote cache: ./pants must "
+        "run Pants with a sys.executable that does not depend on where the venv lives (see "
+        f"README.md, "Remote cache").\nRan: {ran}\n{run.summary()}"
+    )
+    assert run.compiles("HitRemotely"), run.summary()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_build_succeeds_with_the_server_down(cold: Session) -> None:
+    repo_d = cold.clone("checkout-d")
+    # A port nothing listens on: the remote cache is unreachable.
+    dead = f"grpc://127.0.0.1:{free_port()}"
+    spec = f"{KERNEL_DIR}:saxpy"
+    run = harness.run_pants(
+        repo_d, ["package", spec], local_store=cold.path("store-d"), remote_address=dead
+    )
+    print(f"\n[server down] package {spec}: {run.summary()}")
+    run.check()
+    assert "Failed to read from remote cache" in run.stderr, run.stderr[-4000:]
+    assert run.counters.get("remote_cache_requests_cached", 0) == 0
+    assert run.compiles("Ran"), run.summary()
+    # Built locally, the same bytes as the cached ones.
+    saxpy = {k: v for k, v in harness.dist_digests(repo_d).items() if "saxpy" in k}
+    assert saxpy and all(cold.cold_dist.get(k) == v for k, v in saxpy.items())
+
+
+def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Session) -> None:
+    repo_e = cold.clone("checkout-e")
+    harness.commit_all(repo_e, "the tree under test")  # local runs: commit the copied changes
+    changed = ["--changed-since=HEAD", "--changed-dependents=transitive"]
+
+    nothing = harness.run_pants(
+        repo_e, [*changed, "package"], local_store=cold.path("store-e"),
+        remote_address=cold.server.address,
+    ).check()
+    assert nothing.written() == [], nothing.stderr[-3000:]
+
+    with open(os.path.join(repo_e, EDITED_KERNEL), "a") as f:
+        f.write("\n# edited by the --changed-since test\n")
+    listed = harness.run_pants(
+        repo_e, [*changed, "list"], local_store=cold.path("store-e"), remote_cache=False,
+        remote_address=None,
+    ).check()
+    targets = set(listed.stdout.split())
+    print(f"\n[changed-since] targets: {sorted(targets)}")
+    assert f"{KERNEL_DIR}:saxpy" in targets
+    assert not {f"{KERNEL_DIR}:{k}" for k in ("blur", "histogram", "sobel", "matmul")} & targets
+
+    run = harness.run_pants(
+        repo_e, [*changed, "package"], local_store=cold.path("store-e"),
+        remote_address=cold.server.address,
+    ).check()
+    written = run.written()
+    print(f"[changed-since] wrote: {written}\n[changed-since] {run.summary()}")
+    assert f"dist/{KERNEL_DIR.replace('/', '.')}/saxpy" in written
+    others = [w for w in written if any(k in w for k in ("blur", "histogram", "sobel", "matmul"))]
+    assert not others, written
+    # Every bundle that ships saxpy is rebuilt (each deploy_bundle lists all example kernels).
+    bundles = {p.split("/")[1] for p in cold.cold.written() if p.startswith("dist/imaging_")}
+    assert bundles <= {p.split("/")[1] for p in written}, (bundles, written)
+    # Only the edited kernel was compiled; nothing else ran or was even asked for.
+    # Only the edited kernel was compiled; the bundles' other kernels came from the cache.
+    ran = run.compiles("Ran")
+    assert ran and all(EDITED_KERNEL in p.description for p in ran), ran
