@@ -99,8 +99,8 @@ def main() -> None:
               f"{statistics.median(totals):.1f} s (toolchain PEX build {statistics.median(toolchains):.1f} s); "
               f"numba import in process: {inproc['import_s']:.2f} s")
         print()
-        print(f"| kernel | cap | Pants process s | in-process s | overhead s | PTX bytes | cubin bytes |")
-        print(f"|---|---|---|---|---|---|---|")
+        print("| kernel | cap | Pants process s | in-process s | overhead s | PTX bytes | cubin bytes |")
+        print("|---|---|---|---|---|---|---|")
         for key in sorted(walls):
             name, cap = key.split()
             target = os.path.splitext(name)[0]
