@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gpu_compiler import arch
-
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import (
     GpuKernelCapabilitiesField,
@@ -27,6 +25,8 @@ from gpu_build.target_types import (
     GpuKernelToolchainField,
 )
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
+from gpu_spec.errors import SpecError
+from gpu_spec.ptx_isa import validate_ptx_version
 from pants.backend.python.target_types import PythonSourceField
 from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.core.target_types import FileSourceField, ResourceSourceField
@@ -134,8 +134,8 @@ def check_ptx_version(address: Address, options: KernelCompileOptions, capabilit
     if not options.ptx_version:
         return
     try:
-        arch.validate_ptx_version(options.ptx_version, capability, spec.ptx_isa)
-    except ValueError as e:
+        validate_ptx_version(options.ptx_version, capability, spec.ptx_isa)
+    except SpecError as e:
         raise GpuKernelCompileError(
             f"The `ptx_version` field in target {address} cannot be used with the GPU toolchain "
             f"{spec.name!r} (CUDA {spec.cuda}, PTX ISA {spec.ptx_isa}) for {capability}: {e}"

@@ -2,8 +2,9 @@
 the repo's lockfile and runs `python -m gpu_compiler compile` in it.
 
 What the test needs (see its `dependencies` and `extra_env_vars` in pants-plugins/BUILD):
-- the `gpu_compiler` package's modules in the test sandbox (a `files` dependency): the plugin
-  puts what it finds of that package into the toolchain PEX;
+- the `gpu_compiler` and `gpu_spec` modules in the test sandbox (`files` dependencies): the test
+  writes them into the RuleRunner's build root as `python_sources` targets, and the plugin builds
+  the toolchain PEX from the target `[gpu-toolchains].compiler` names, as in a real repo;
 - `3rdparty/python/cuda13.lock`, `pants.toml` and the example saxpy.py, from the sandbox
   (`files` dependencies) or else from the checkout at `$GPU_BUILD_REPO_ROOT`;
 - the pex CLI that `./pants` builds locally (`PANTS_PEX_CLI_*`): Pants' default downloads it
@@ -35,7 +36,10 @@ from gpu_build.compile_kernel import (
 )
 from gpu_build.package_kernel import GpuKernelPackageFieldSet
 from gpu_build.target_types import GpuKernelTarget
-from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, compiler_sources
+from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
+from pants.backend.python import target_types_rules
+from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
+from pants.backend.python.util_rules import python_sources
 from pants.core.goals.package import BuiltPackage
 from pants.core.target_types import FilesGeneratorTarget, FileTarget
 from pants.core.util_rules import source_files
@@ -64,6 +68,13 @@ NO_NETWORK_SIGNS = (
     "Could not find a version that satisfies",
 )
 KERN = "src/python/kern"
+COMPILER = "src/python/gpu_compiler"
+SPEC = "src/spec/gpu_spec"
+# The first-party code of the toolchain PEX, as targets of the RuleRunner's build root.
+CODE_BUILD_FILES = {
+    f"{COMPILER}/BUILD": f'python_sources(name="compiler", resolve="cuda13", dependencies=["{SPEC}"])',
+    f"{SPEC}/BUILD": 'python_sources(resolve="cuda13")',
+}
 
 
 def repo_file(path: str) -> bytes:
@@ -97,7 +108,8 @@ def repo_options() -> list[str]:
         f"--subprocess-environment-env-vars={config['subprocess-environment']['env_vars']!r}",
         f"--gpu-toolchains-toolchains={toolchains['toolchains']}",
         f"--gpu-toolchains-default-toolchain={toolchains['default_toolchain']}",
-        "--source-root-patterns=['/src/python']",
+        "--source-root-patterns=['/src/python', '/src/spec']",
+        f"--gpu-toolchains-compiler={COMPILER}:compiler",
     ]
 
 
@@ -112,29 +124,49 @@ def pex_cli_env() -> Mapping[str, str]:
     return {name: os.environ[name] for name in PEX_CLI_ENV}
 
 
+def first_party_code() -> dict[str, bytes]:
+    """The compiler's and gpu_spec's modules from the test sandbox (tests left out)."""
+    code = {
+        str(path): path.read_bytes()
+        for root in (COMPILER, SPEC)
+        for path in sorted(Path(root).glob("*.py"))
+        if not path.name.endswith("_test.py") and path.name != "conftest.py"
+    }
+    needed = {f"{COMPILER}/__main__.py", f"{COMPILER}/cli.py", f"{SPEC}/capabilities.py"}
+    if not needed <= set(code):
+        pytest.fail(
+            f"The test sandbox lacks {sorted(needed - set(code))}: the toolchain PEX would not "
+            f"run. Give this test `files` dependencies on the compiler's and gpu_spec's modules "
+            f"in pants-plugins/BUILD."
+        )
+    return code
+
+
 @pytest.fixture(scope="module")
 def rule_runner() -> Iterator[RuleRunner]:
-    sources = {f.path for f in compiler_sources()}
-    needed = {"gpu_compiler/__main__.py", "gpu_compiler/cli.py", "gpu_compiler/compile.py"}
-    if not needed <= sources:
-        pytest.fail(
-            f"The gpu_compiler package on the test's path lacks {sorted(needed - sources)}: "
-            f"the toolchain PEX would not run. Give this test a dependency on a `files` target of "
-            f"its modules (`src/python/gpu_compiler:compiler-files`) in pants-plugins/BUILD."
-        )
     runner = RuleRunner(
         rules=[
             *register.rules(),
             *source_files.rules(),
+            *python_sources.rules(),
+            *target_types_rules.rules(),
             QueryRule(ToolchainPex, [ToolchainPexRequest]),
             QueryRule(CompiledKernel, [CompileKernelRequest]),
             QueryRule(BuiltPackage, [GpuKernelPackageFieldSet]),
             QueryRule(DigestContents, [Digest]),
         ],
-        target_types=[GpuKernelTarget, FileTarget, FilesGeneratorTarget],
+        target_types=[
+            GpuKernelTarget,
+            FileTarget,
+            FilesGeneratorTarget,
+            PythonSourceTarget,
+            PythonSourcesGeneratorTarget,
+        ],
     )
     runner.write_files(
         {
+            **first_party_code(),
+            **CODE_BUILD_FILES,
             LOCKFILE: repo_file(LOCKFILE),
             f"{KERN}/saxpy.py": repo_file(SAXPY),
             f"{KERN}/broken.py": dedent(

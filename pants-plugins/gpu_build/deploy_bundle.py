@@ -2,7 +2,7 @@
 
 Like Pants' `archive` target, a package made of other packages: the `pex_binary`'s PEX (rebuilt
 for the device's complete platform) and each kernel's compile outputs, laid out as
-`gpu_runtime.manifest` documents and described by `cache/manifest.json`.
+`gpu_spec.manifest` documents and described by `cache/manifest.json`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ import json
 import tarfile
 from dataclasses import dataclass
 from typing import Iterable
-
-from gpu_compiler import arch
-from gpu_runtime.manifest import build_manifest, dumps_manifest, variant_dir
 
 from gpu_build.compile_kernel import (
     CompiledKernel,
@@ -36,6 +33,13 @@ from gpu_build.target_types import (
     DeployBundleOutputPathField,
     DeployBundleToolchainField,
 )
+from gpu_spec.compatibility import driver_problems
+from gpu_spec.errors import ManifestError
+from gpu_spec.manifest import dumps_manifest
+from gpu_spec.manifest_build import build_manifest
+from gpu_spec.metadata import METADATA_FILE
+from gpu_spec.paths import variant_dir
+from gpu_spec.versions import parse_version
 from pants.backend.python.goals.package_pex_binary import PexBinaryFieldSet
 from pants.backend.python.target_types import PexCompletePlatformsField
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
@@ -58,9 +62,6 @@ from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
-METADATA = "metadata.json"
-
-
 class DeployBundleError(Exception):
     """A bundle cannot be built as asked: the message names the bundle, the culprit and a fix."""
 
@@ -77,23 +78,6 @@ class DeployBundleFieldSet(PackageFieldSet):
     complete_platforms: DeployBundleCompletePlatformsField
     archive: DeployBundleArchiveField
     output_path: DeployBundleOutputPathField
-
-
-def driver_problems(driver: str, toolchain_cuda: str, ptx_isa: str) -> list[str]:
-    """What of one compile output a device driver of CUDA version `driver` could not load.
-
-    PTX is JIT-compiled by the driver, which rejects an ISA newer than itself. A cubin needs no
-    JIT, but a driver loads cubins only from toolchains of its own CUDA major version or older
-    (CUDA minor-version compatibility).
-    """
-    problems = []
-    driver_v = arch.parse_version(driver)
-    if arch.parse_version(toolchain_cuda)[0] > driver_v[0]:
-        problems.append(f"cubins built by CUDA {toolchain_cuda}")
-    needed = arch.min_driver_for_ptx(ptx_isa)
-    if arch.parse_version(needed) > driver_v:
-        problems.append(f"PTX ISA {ptx_isa}, which needs a CUDA {needed} driver")
-    return problems
 
 
 def deterministic_tar_gz(files: Iterable[FileContent]) -> bytes:
@@ -163,7 +147,7 @@ def _check_driver(
     capability: str | None = None,
 ) -> None:
     driver = field_set.driver_version.value or ""
-    problems = driver_problems(driver, toolchain_cuda, ptx_isa)
+    problems = driver_problems(parse_version(driver), toolchain_cuda, ptx_isa)
     if problems:
         what = f"{kernel} ({capability})" if capability else str(kernel)
         raise DeployBundleError(
@@ -227,7 +211,7 @@ async def package_deploy_bundle(
         *(Get(CompiledKernel, CompileKernelRequest, request) for request in compile_requests),
     )
     metadata_contents = await MultiGet(
-        Get(DigestContents, DigestSubset(kernel.digest, PathGlobs([METADATA])))
+        Get(DigestContents, DigestSubset(kernel.digest, PathGlobs([METADATA_FILE])))
         for kernel in compiled
     )
     entries = await MultiGet(Get(DigestEntries, Digest, kernel.digest) for kernel in compiled)
@@ -254,7 +238,7 @@ async def package_deploy_bundle(
                 "digests": {
                     e.path: e.file_digest.fingerprint
                     for e in kernel_entries
-                    if isinstance(e, FileEntry) and e.path != METADATA
+                    if isinstance(e, FileEntry) and e.path != METADATA_FILE
                 },
             }
         )
@@ -270,7 +254,7 @@ async def package_deploy_bundle(
             ],
             capabilities=capabilities,
         )
-    except ValueError as e:
+    except ManifestError as e:
         raise DeployBundleError(f"Cannot write the manifest of {address}: {e}")
 
     pex_entries = await Get(DigestEntries, Digest, pex_package.digest)
@@ -282,7 +266,7 @@ async def package_deploy_bundle(
         )
     pex_name = f"{binary.address.target_name}.pex"
     kernel_files = await MultiGet(
-        Get(Digest, DigestSubset(kernel.digest, PathGlobs(["*", f"!{METADATA}"])))
+        Get(Digest, DigestSubset(kernel.digest, PathGlobs(["*", f"!{METADATA_FILE}"])))
         for kernel in compiled
     )
     parts = await MultiGet(

@@ -94,12 +94,9 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     top_level = {n.split("/")[2] for n in names if n.startswith(".deps/") and n.count("/") >= 3}
     assert not top_level & {"numba", "numba_cuda", "llvmlite", "nvidia"}, sorted(top_level)
     assert not [n for n in names if re.search(r"lib(nvrtc|nvvm|nvJitLink)", n)]
-    # Only gpu_compiler's pure tables ride along, not its compiler backends.
-    assert sorted(n for n in names if n.startswith("gpu_compiler/") and n.endswith(".py")) == [
-        "gpu_compiler/__init__.py",
-        "gpu_compiler/arch.py",
-        "gpu_compiler/errors.py",
-    ]
+    # No compiler code rides along; the shared rules do.
+    assert not [n for n in names if n.startswith("gpu_compiler/")]
+    assert "gpu_spec/compatibility.py" in names
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     assert manifest["capabilities"] == ["sm_90"] and manifest["driver"] == "13.0"
     assert {lib["name"] for lib in manifest["libraries"]} == {"saxpy", "blur", "histogram", "sobel", "matmul"}

@@ -1,4 +1,4 @@
-"""Pure tests of deploy_bundle's driver compatibility table and its reproducible archive."""
+"""Pure tests of deploy_bundle's reproducible archive."""
 
 from __future__ import annotations
 
@@ -10,62 +10,8 @@ import tarfile
 
 import pytest
 
-from gpu_build.deploy_bundle import deterministic_tar_gz, driver_problems
+from gpu_build.deploy_bundle import deterministic_tar_gz
 from pants.engine.fs import FileContent
-
-CUBINS_13 = "cubins built by CUDA 13.0"
-
-
-@pytest.mark.parametrize(
-    "driver, toolchain_cuda, ptx_isa, expected",
-    [
-        # JetPack 6 (driver 12.6) and the CUDA 13.0 toolchain: neither its cubins (newer major
-        # version) nor its PTX (ISA 9.0 needs a 13.0 driver) load.
-        (
-            "12.6",
-            "13.0",
-            "9.0",
-            [CUBINS_13, "PTX ISA 9.0, which needs a CUDA 13.0 driver"],
-        ),
-        # The CUDA 12.6 toolchain emits ISA 8.5 (CUDA 12.5): fine on a 12.6 driver.
-        ("12.6", "12.6", "8.5", []),
-        # A 12.6 driver and PTX relabelled 8.7 (CUDA 12.8): the PTX is too new, cubins are fine.
-        ("12.6", "12.6", "8.7", ["PTX ISA 8.7, which needs a CUDA 12.8 driver"]),
-        # Minor-version compatibility: a 12.4 driver loads 12.6 cubins, not ISA 8.5 PTX.
-        ("12.4", "12.6", "8.5", ["PTX ISA 8.5, which needs a CUDA 12.5 driver"]),
-        ("12.5", "12.6", "8.5", []),
-        # A CUDA 13.0 toolchain whose PTX was relabelled 8.5 still ships CUDA 13 cubins.
-        ("12.6", "13.0", "8.5", [CUBINS_13]),
-        # The H200's driver 580 (CUDA 13.0): everything of CUDA 13.0 and older loads.
-        ("13.0", "13.0", "9.0", []),
-        ("13.0", "12.6", "8.5", []),
-        ("13.0", "13.0", "7.8", []),
-        # ... but not PTX of a newer 13.x toolchain (ISA 9.5 needs 13.5), though its cubins load.
-        ("13.0", "13.5", "9.5", ["PTX ISA 9.5, which needs a CUDA 13.5 driver"]),
-        # Exactly the minimum driver.
-        ("13.5", "13.5", "9.5", []),
-        # Two majors behind.
-        (
-            "11.8",
-            "12.6",
-            "8.5",
-            ["cubins built by CUDA 12.6", "PTX ISA 8.5, which needs a CUDA 12.5 driver"],
-        ),
-    ],
-)
-def test_driver_problems(driver: str, toolchain_cuda: str, ptx_isa: str, expected: list) -> None:
-    assert driver_problems(driver, toolchain_cuda, ptx_isa) == expected
-
-
-def test_driver_problems_numeric_not_lexical() -> None:
-    # "12.10" > "12.9" numerically; a string comparison would get this wrong.
-    assert driver_problems("12.10", "12.9", "8.8") == []
-
-
-def test_driver_problems_unknown_isa_is_an_error() -> None:
-    with pytest.raises(ValueError, match="9.9"):
-        driver_problems("13.0", "13.0", "9.9")
-
 
 # -----------------------------------------------------------------------------------------------
 # deterministic_tar_gz

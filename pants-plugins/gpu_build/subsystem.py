@@ -33,6 +33,16 @@ class GpuToolchains(Subsystem):
             """
         ),
     )
+    compiler = StrOption(
+        default=None,
+        help=softwrap(
+            """
+            The address of the `python_sources` target of the `gpu_compiler` package, e.g.
+            `src/python/gpu_compiler:compiler`. Its sources and those of its dependencies are
+            put into each toolchain PEX, which runs them as `python -m gpu_compiler`.
+            """
+        ),
+    )
     default_toolchain = StrOption(
         default="cuda13",
         help="The toolchain a `gpu_kernel` without a `toolchain` field compiles with.",

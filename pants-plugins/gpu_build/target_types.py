@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import ClassVar, Optional, Tuple, Union
 
-from gpu_compiler import arch
-
+from gpu_spec.capabilities import min_ptx_isa, parse_capability, sort_capabilities
+from gpu_spec.errors import SpecError
+from gpu_spec.versions import is_version, parse_version
 from pants.core.goals.package import OutputPathField
 from pants.engine.addresses import Address
 from pants.engine.target import (
@@ -63,12 +63,12 @@ class GpuKernelCapabilitiesField(StringSequenceField):
             )
         for capability in value:
             try:
-                arch.parse_capability(capability)
-            except ValueError as e:
+                parse_capability(capability)
+            except SpecError as e:
                 raise InvalidFieldException(
                     f"The `{cls.alias}` field in target {address} has an invalid value: {e}"
                 )
-        return tuple(sorted(set(value), key=arch.parse_capability))
+        return tuple(sort_capabilities(value))
 
 
 class GpuKernelPtxVersionField(StringField):
@@ -84,7 +84,7 @@ class GpuKernelPtxVersionField(StringField):
     @classmethod
     def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
         value = super().compute_value(raw_value, address)
-        if value is not None and not re.fullmatch(r"\d+\.\d+", value):
+        if value is not None and not is_version(value):
             raise InvalidFieldException(
                 f"The `{cls.alias}` field in target {address} must look like `\"8.5\"`, "
                 f"got {value!r}."
@@ -271,15 +271,13 @@ class GpuKernelTarget(Target):
                     )
         ptx_version = self[GpuKernelPtxVersionField].value
         for capability in self[GpuKernelCapabilitiesField].value or ():
-            if ptx_version and arch.parse_version(ptx_version) < arch.parse_version(
-                arch.min_ptx_isa(capability)
-            ):
+            if ptx_version and parse_version(ptx_version) < parse_version(min_ptx_isa(capability)):
                 raise InvalidFieldException(
                     softwrap(
                         f"""
                         The `{GpuKernelPtxVersionField.alias}` field in target {self.address} is
                         {ptx_version}, but {capability} needs PTX ISA
-                        {arch.min_ptx_isa(capability)} or newer.
+                        {min_ptx_isa(capability)} or newer.
                         """
                     )
                 )
@@ -363,7 +361,7 @@ class DeployBundleDriverVersionField(StringField):
     def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
         value = super().compute_value(raw_value, address)
         if value is not None and (
-            not re.fullmatch(r"\d+\.\d+", value) or int(value.split(".")[0]) >= 100
+            not is_version(value) or parse_version(value)[0] >= 100
         ):
             raise InvalidFieldException(
                 f"The `{cls.alias}` field in target {address} must be the CUDA version the "

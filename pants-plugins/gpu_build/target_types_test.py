@@ -9,7 +9,7 @@ from __future__ import annotations
 from textwrap import dedent
 
 import pytest
-from gpu_compiler import arch
+from gpu_spec.capabilities import CAPABILITIES, min_ptx_isa
 
 from gpu_build.target_types import (
     DeployBundleDriverVersionField,
@@ -123,7 +123,7 @@ def test_unknown_capability_names_target_and_valid_choices(
     assert "`capabilities`" in message
     assert repr(bad) in message
     # Every valid capability is listed, so the user can pick one.
-    for capability in arch.CAPABILITIES:
+    for capability in CAPABILITIES:
         assert capability in message, capability
 
 
@@ -180,7 +180,7 @@ def test_ptx_version_older_than_a_capability_needs(rule_runner: RuleRunner) -> N
     message = error_message(excinfo)
     assert "src:k" in message
     assert "sm_90" in message
-    assert arch.min_ptx_isa("sm_90") in message
+    assert min_ptx_isa("sm_90") in message
     assert "7.4" in message
 
 

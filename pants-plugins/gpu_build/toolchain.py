@@ -1,26 +1,32 @@
-"""The pinned compile toolchain: our `gpu_compiler` package inside a PEX of one locked resolve.
+"""The pinned compile toolchain: the `gpu_compiler` target's code inside a PEX of one locked resolve.
 
-Modelled on Pants' Dockerfile parser: our own script (here a package) is read as a resource of
-the plugin's Python path and run from a PEX built from a lockfile, so every compile uses exactly
-the locked NVIDIA wheels and never the host's CUDA.
+Modelled on Pants' Dockerfile parser: our own code runs from a PEX built from a lockfile, so
+every compile uses exactly the locked NVIDIA wheels and never the host's CUDA. The code comes from
+the target `[gpu-toolchains].compiler` names, through the engine: editing the compiler rebuilds
+the PEX and re-runs the compiles by ordinary invalidation, and nothing is read behind the engine's
+back.
 """
 
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import dataclass
 
-from gpu_compiler import arch
-
 from gpu_build.subsystem import GpuToolchains
+from gpu_spec.ptx_isa import toolchain_ptx_isa
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.target_types import EntryPoint
 from pants.backend.python.util_rules import pex
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex
 from pants.backend.python.util_rules.pex_requirements import PexRequirements, Resolve
-from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.backend.python.util_rules.python_sources import (
+    PythonSourceFilesRequest,
+    StrippedPythonSourceFiles,
+)
+from pants.engine.addresses import Addresses, UnparsedAddressInputs
+from pants.engine.fs import Digest
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
 from pants.util.strutil import softwrap
 
 COMPILER_PACKAGE = "gpu_compiler"
@@ -41,11 +47,11 @@ class ToolchainSpec:
     @property
     def ptx_isa(self) -> str:
         """The PTX ISA version this toolchain's NVVM/NVRTC emit."""
-        isa = arch.toolchain_ptx_isa(self.cuda)
+        isa = toolchain_ptx_isa(self.cuda)
         if isa is None:
             raise UnknownToolchainError(
                 f"GPU toolchain {self.name!r} says CUDA {self.cuda}, whose PTX ISA is not known "
-                f"to gpu_compiler.arch; add it there."
+                f"to gpu_spec.ptx_isa; add it there."
             )
         return isa
 
@@ -72,14 +78,34 @@ def toolchain_spec(subsystem: GpuToolchains, name: str | None, *, origin: str) -
         )
 
 
-def compiler_sources() -> tuple[FileContent, ...]:
-    """The `gpu_compiler` package's modules (tests excluded), as they will sit in the PEX."""
-    package = importlib.resources.files(COMPILER_PACKAGE)
-    return tuple(
-        FileContent(f"{COMPILER_PACKAGE}/{entry.name}", entry.read_bytes())
-        for entry in sorted(package.iterdir(), key=lambda e: e.name)
-        if entry.name.endswith(".py") and not entry.name.endswith("_test.py")
+@dataclass(frozen=True)
+class CompilerSources:
+    """The compiler target's Python sources and their dependencies', source roots stripped."""
+
+    digest: Digest
+
+
+@rule(desc="Find the GPU kernel compiler's sources")
+async def compiler_sources(subsystem: GpuToolchains) -> CompilerSources:
+    if not subsystem.compiler:
+        raise UnknownToolchainError(
+            "`[gpu-toolchains].compiler` is not set: name the `python_sources` target of the "
+            "gpu_compiler package, e.g. `compiler = \"src/python/gpu_compiler:compiler\"`."
+        )
+    addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            (subsystem.compiler,),
+            owning_address=None,
+            description_of_origin="the option `[gpu-toolchains].compiler`",
+        ),
     )
+    transitive = await Get(TransitiveTargets, TransitiveTargetsRequest(addresses))
+    sources = await Get(
+        StrippedPythonSourceFiles,
+        PythonSourceFilesRequest(transitive.closure, include_resources=True),
+    )
+    return CompilerSources(sources.stripped_source_files.snapshot.digest)
 
 
 @dataclass(frozen=True)
@@ -94,14 +120,15 @@ class ToolchainPex:
 
 
 @rule(desc="Build a GPU kernel toolchain PEX")
-async def build_toolchain_pex(request: ToolchainPexRequest, python_setup: PythonSetup) -> ToolchainPex:
+async def build_toolchain_pex(
+    request: ToolchainPexRequest, python_setup: PythonSetup, compiler: CompilerSources
+) -> ToolchainPex:
     spec = request.spec
     if spec.resolve not in python_setup.resolves:
         raise UnknownToolchainError(
             f"GPU toolchain {spec.name!r} uses the resolve {spec.resolve!r}, which "
             f"`[python].resolves` does not define."
         )
-    sources = await Get(Digest, CreateDigest(compiler_sources()))
     ics = python_setup.resolves_to_interpreter_constraints.get(spec.resolve)
     venv_pex = await Get(
         VenvPex,
@@ -118,7 +145,7 @@ async def build_toolchain_pex(request: ToolchainPexRequest, python_setup: Python
                 if ics
                 else InterpreterConstraints(python_setup.interpreter_constraints)
             ),
-            sources=sources,
+            sources=compiler.digest,
             main=EntryPoint(COMPILER_PACKAGE),
             # cuda-pathfinder finds NVIDIA's libraries only in real site-packages directories.
             additional_args=("--venv-site-packages-copies",),

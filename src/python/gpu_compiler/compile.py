@@ -23,13 +23,13 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from gpu_compiler import METADATA_SCHEMA, arch, ptx as ptxmod
+from gpu_compiler import ptx as ptxmod
 from gpu_compiler.errors import CompileError
 from gpu_compiler.resources import resources_for
-
-LANG_NUMBA = "numba"
-LANG_CUDA = "cuda_cpp"
-METADATA_FILE = "metadata.json"
+from gpu_spec.capabilities import parse_capability
+from gpu_spec.errors import SpecError
+from gpu_spec.metadata import LANG_CUDA, LANG_NUMBA, METADATA_FILE, METADATA_SCHEMA_VERSION
+from gpu_spec.ptx_isa import min_driver_for_ptx, toolchain_ptx_isa, validate_ptx_version
 
 
 @dataclass
@@ -131,7 +131,7 @@ class CompileResult:
     def metadata(self) -> Dict[str, Any]:
         """The ``metadata.json`` object (schema 1). Keys are a contract."""
         return {
-            "schema": METADATA_SCHEMA,
+            "schema": METADATA_SCHEMA_VERSION,
             "source": self.source,
             "source_sha256": self.source_sha256,
             "language": self.language,
@@ -159,8 +159,8 @@ class CompileResult:
 
 def _validate_options(source_path: str, language: str, capability: str, options: CompileOptions) -> None:
     try:
-        arch.parse_capability(capability)
-    except ValueError as e:
+        parse_capability(capability)
+    except SpecError as e:
         raise CompileError(str(e)) from None
     if options.max_registers is not None:
         if isinstance(options.max_registers, bool) or not isinstance(options.max_registers, int) or options.max_registers <= 0:
@@ -183,8 +183,8 @@ def _validate_options(source_path: str, language: str, capability: str, options:
 
 def _override_ptx_version(requested: str, capability: str, toolchain_isa: str) -> str:
     try:
-        return arch.validate_ptx_version(requested, capability, toolchain_isa)
-    except ValueError as e:
+        return validate_ptx_version(requested, capability, toolchain_isa)
+    except SpecError as e:
         raise CompileError(str(e)) from None
 
 
@@ -215,7 +215,7 @@ def compile_source(
     from gpu_compiler import toolchain
     from gpu_compiler.linker import link_ptx
 
-    toolchain_isa = arch.toolchain_ptx_isa(toolchain.cuda_version())
+    toolchain_isa = toolchain_ptx_isa(toolchain.cuda_version())
     requested_isa: Optional[str] = None
     if options.ptx_version is not None and toolchain_isa is not None:
         # Fail fast, before the (slower) compile.
@@ -306,8 +306,8 @@ def compile_source(
         raise CompileError("%s: modules disagree on PTX ISA: %s" % (source_path, sorted(isas)))
     ptx_isa = isas.pop()
     try:
-        min_driver = arch.min_driver_for_ptx(ptx_isa)
-    except ValueError as e:
+        min_driver = min_driver_for_ptx(ptx_isa)
+    except SpecError as e:
         raise CompileError(str(e)) from None
 
     return CompileResult(

@@ -63,7 +63,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from gpu_compiler import arch, ptx as ptxmod
+from gpu_compiler import ptx as ptxmod
+from gpu_spec.capabilities import parse_capability
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import display_path, is_under, relativize_text
 
@@ -512,7 +513,7 @@ def compile_numba_source(
     Returns one ``NumbaKernelPTX`` per module, ordered by module name. Raises
     CompileError for anything wrong with the source.
     """
-    cc = arch.parse_capability(capability)
+    cc = parse_capability(capability)
     try:
         with open(source_path, "rb") as f:
             source_text = f.read().decode("utf-8")

@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from gpu_compiler import arch, ptx as ptxmod
+from gpu_compiler import ptx as ptxmod
+from gpu_spec.capabilities import parse_capability
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
 
@@ -61,7 +62,7 @@ def nvrtc_options(
     max_registers: Optional[int] = None,
 ) -> List[str]:
     """The NVRTC command line, in a fixed order (it is part of the output's identity)."""
-    major, minor = arch.parse_capability(capability)
+    major, minor = parse_capability(capability)
     opts = ["--gpu-architecture=compute_%d%d" % (major, minor), "-std=c++17"]
     for d in defines:
         if not d or d.startswith("=") or any(c.isspace() for c in d.split("=", 1)[0]):

@@ -59,48 +59,29 @@ Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestErr
 Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
 why), which file each kernel was loaded from and how long the load took.
 
-The bundle format is documented in `gpu_runtime.manifest` (which, like this `__init__`,
-imports only the standard library, so the Pants plugin can import it on Python 3.9).
+The bundle format is documented in `gpu_spec.manifest`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpu_runtime.errors import (CacheNotFoundError, DeviceError, DispatchError, GpuRuntimeError,
-                                IntegrityError, KernelNotFoundError, ManifestError,
-                                NoCompatibleVariantError)
+from gpu_runtime.api import open_cache
+from gpu_runtime.devarray import DeviceArray
+from gpu_runtime.device import DeviceInfo
+from gpu_runtime.errors import (
+    CacheNotFoundError,
+    DeviceError,
+    DispatchError,
+    GpuRuntimeError,
+    IntegrityError,
+    KernelNotFoundError,
+    ManifestError,
+    NoCompatibleVariantError,
+)
+from gpu_runtime.runtime import Kernel, KernelCache
+from gpu_runtime.selection import Choice, select_variant
 
 __all__ = [
     "open_cache", "KernelCache", "Kernel", "DeviceArray", "DeviceInfo", "select_variant", "Choice",
     "GpuRuntimeError", "CacheNotFoundError", "ManifestError", "IntegrityError",
     "NoCompatibleVariantError", "KernelNotFoundError", "DispatchError", "DeviceError",
 ]
-
-# Everything else loads on first access (by name, so that Pants infers no dependency of this
-# file on them: the Pants plugin imports `gpu_runtime.manifest` with the standard library alone;
-# the BUILD file adds them as explicit dependencies of the runtime's __init__).
-_LAZY = {
-    "open_cache": "gpu_runtime.api",
-    "KernelCache": "gpu_runtime.runtime",
-    "Kernel": "gpu_runtime.runtime",
-    "DeviceArray": "gpu_runtime.devarray",
-    "DeviceInfo": "gpu_runtime.device",
-    "select_variant": "gpu_runtime.selection",
-    "Choice": "gpu_runtime.selection",
-}
-
-
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'gpu_runtime' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(mod), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

@@ -35,7 +35,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from gpu_runtime.errors import DispatchError
-from gpu_runtime.manifest import ArgSpec, KernelSpec
+from gpu_spec.manifest import ArgSpec, KernelSpec
 
 # --------------------------------------------------------------------------------------------
 # PTX parameter types

@@ -11,7 +11,7 @@ from gpu_runtime.abi import (array_view, build_image, c_strides, pack_c_args, pa
                              parse_param_type)
 from gpu_runtime.conftest import FakeDeviceArray, numba_array_params
 from gpu_runtime.errors import DispatchError
-from gpu_runtime.manifest import ArgSpec, KernelSpec
+from gpu_spec.manifest import ArgSpec, KernelSpec
 
 PTR = 0x7F12_3456_7000
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from gpu_runtime.errors import CacheNotFoundError
+from gpu_runtime.errors import CacheNotFoundError, manifest_errors
 from gpu_runtime.locate import ENV_DEV_SOURCES, find_cache, not_found_message
-from gpu_runtime.manifest import MANIFEST_NAME, load_manifest
 from gpu_runtime.runtime import KernelCache
+from gpu_spec.manifest import MANIFEST_NAME
+from gpu_spec.manifest_parse import load_manifest
 
 
 def open_cache(path: Optional[str] = None, *, device: Optional[int] = None,
@@ -25,7 +26,8 @@ def open_cache(path: Optional[str] = None, *, device: Optional[int] = None,
         backend = CudaBackend(device)
     root = find_cache(path)
     if root is not None:
-        manifest = load_manifest(os.path.join(root, MANIFEST_NAME))
+        with manifest_errors():
+            manifest = load_manifest(os.path.join(root, MANIFEST_NAME))
         return KernelCache(manifest, root, backend, prefer=prefer)
     sources = dev_sources if dev_sources is not None else os.environ.get(ENV_DEV_SOURCES)
     if sources:

@@ -28,15 +28,17 @@ import sys
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from gpu_runtime.errors import GpuRuntimeError, KernelNotFoundError
-from gpu_runtime.manifest import (MANIFEST_NAME, Manifest, build_manifest, parse_manifest)
+from gpu_runtime.errors import GpuRuntimeError, KernelNotFoundError, manifest_errors
 from gpu_runtime.runtime import KernelCache
+from gpu_spec.manifest import MANIFEST_NAME, Manifest
+from gpu_spec.manifest_build import build_manifest
+from gpu_spec.manifest_parse import parse_manifest
+from gpu_spec.metadata import METADATA_FILE
 
 log = logging.getLogger("gpu_runtime")
 
 DEV_KEY_SCHEMA = 1
 ENV_DEV_CACHE = "GPU_RUNTIME_DEV_CACHE"
-METADATA_FILE = "metadata.json"
 SOURCE_SUFFIXES = (".py", ".cu")
 
 DevSources = Union[str, Sequence[str], Mapping[str, Mapping[str, Any]]]
@@ -116,7 +118,7 @@ def default_options(source: str, given: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def _compiler_fingerprint() -> Dict[str, Any]:
-    import gpu_compiler
+    import gpu_compiler  # pants: no-infer-dep
     from gpu_compiler import toolchain  # pants: no-infer-dep
 
     code = hashlib.sha256()
@@ -253,11 +255,12 @@ class DevKernelCache(KernelCache):
                          time.perf_counter() - t0, out_dir)
             with open(metadata_path, "rb") as f:
                 metadata = json.loads(f.read().decode("utf-8"))
-            data = build_manifest("dev", "0.0", [{
-                "name": name, "target": source,
-                "outputs": [{"toolchain": "dev", "metadata": metadata, "dir": key}],
-            }])
-            part = parse_manifest(data, origin=os.path.join(out_dir, METADATA_FILE))
+            with manifest_errors():
+                data = build_manifest("dev", "0.0", [{
+                    "name": name, "target": source,
+                    "outputs": [{"toolchain": "dev", "metadata": metadata, "dir": key}],
+                }])
+                part = parse_manifest(data, origin=os.path.join(out_dir, METADATA_FILE))
             with self._lock:
                 for lib in part.libraries:
                     self._libraries[lib.name] = lib

@@ -1,10 +1,11 @@
-"""Exceptions raised by gpu_runtime.
-
-Standard library only: `gpu_runtime.manifest` (imported by the Pants plugin on Python 3.9, with
-neither numpy nor cuda installed) raises these too.
-"""
+"""Exceptions raised by gpu_runtime: each is a `GpuRuntimeError`, which an app can report as is."""
 
 from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from gpu_spec import errors as spec_errors
 
 
 class GpuRuntimeError(Exception):
@@ -15,8 +16,19 @@ class CacheNotFoundError(GpuRuntimeError):
     """No bundle cache (`cache/manifest.json`) was found and dev mode is not enabled."""
 
 
-class ManifestError(GpuRuntimeError, ValueError):
+class ManifestError(GpuRuntimeError, spec_errors.ManifestError):
     """`cache/manifest.json` (or compile metadata given to `build_manifest`) is malformed."""
+
+
+@contextlib.contextmanager
+def manifest_errors() -> Iterator[None]:
+    """Re-raises gpu_spec's ManifestError as the runtime's, so that apps catch one base class."""
+    try:
+        yield
+    except spec_errors.ManifestError as e:
+        if isinstance(e, GpuRuntimeError):
+            raise
+        raise ManifestError(str(e)) from e
 
 
 class IntegrityError(GpuRuntimeError):

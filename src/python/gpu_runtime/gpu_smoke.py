@@ -50,7 +50,7 @@ import numpy as np
 import gpu_runtime
 from gpu_runtime.abi import parse_param_type
 from gpu_runtime.device import DeviceInfo
-from gpu_runtime.manifest import KernelSpec
+from gpu_spec.manifest import KernelSpec
 
 log = logging.getLogger("gpu_runtime.smoke")
 

@@ -6,7 +6,7 @@ import json
 
 from gpu_runtime import gpu_smoke
 from gpu_runtime.conftest import FakeDeviceArray
-from gpu_runtime.manifest import ArgSpec, KernelSpec
+from gpu_spec.manifest import ArgSpec, KernelSpec
 
 
 def test_dry_run_over_a_bundle(bundle, tmp_path, capsys):

@@ -7,7 +7,7 @@ import os
 from typing import Mapping, Optional
 
 from gpu_runtime.errors import IntegrityError
-from gpu_runtime.manifest import check_relpath
+from gpu_spec.paths import check_relpath
 
 
 def resolve_in_cache(root: "str | os.PathLike[str]", relpath: str) -> str:

@@ -7,7 +7,7 @@ import sys
 from typing import List, Mapping, Optional, Tuple
 
 from gpu_runtime.errors import CacheNotFoundError
-from gpu_runtime.manifest import MANIFEST_NAME
+from gpu_spec.manifest import MANIFEST_NAME
 
 ENV_CACHE = "GPU_RUNTIME_CACHE"
 ENV_DEV_SOURCES = "GPU_RUNTIME_DEV_SOURCES"

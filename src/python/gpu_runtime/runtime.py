@@ -13,8 +13,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from gpu_runtime import abi
 from gpu_runtime.errors import DispatchError, GpuRuntimeError, KernelNotFoundError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
-from gpu_runtime.manifest import KernelSpec, Library, Manifest, ModuleSpec, Variant
-from gpu_runtime.selection import KINDS, Choice, parse_version, select_variant
+from gpu_runtime.selection import KINDS, Choice, select_variant
+from gpu_spec.manifest import KernelSpec, Library, Manifest, ModuleSpec, Variant
+from gpu_spec.versions import parse_version
 
 log = logging.getLogger("gpu_runtime")
 

@@ -96,7 +96,7 @@ def test_dispatch_error_lists_signatures(cache):
 
 def test_dispatch_on_scalar_types():
     from gpu_runtime.abi import select_overload
-    from gpu_runtime.manifest import ArgSpec, KernelSpec
+    from gpu_spec.manifest import ArgSpec, KernelSpec
 
     def k(dtype):
         return KernelSpec(name="f", entry=dtype, abi="numba", signature=f"void({dtype})",
@@ -119,7 +119,7 @@ def test_dispatch_on_scalar_types():
 
 def test_dispatch_on_dtype_and_ndim():
     from gpu_runtime.abi import select_overload
-    from gpu_runtime.manifest import ArgSpec, KernelSpec
+    from gpu_spec.manifest import ArgSpec, KernelSpec
 
     ks = [KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, l),))
           for e, d, n, l in [("f1C", "float32", 1, "C"), ("f2C", "float32", 2, "C"),

@@ -2,22 +2,23 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_compiler.arch import min_driver_for_ptx
-
 from gpu_runtime.errors import NoCompatibleVariantError
-from gpu_runtime.manifest import ModuleSpec, Variant
-from gpu_runtime.selection import effective_min_driver, parse_version, select_variant
+from gpu_runtime.selection import select_variant
+from gpu_spec.manifest import ModuleSpec, Variant
+from gpu_spec.ptx_isa import min_driver_for_ptx
 
 ISA = {"13.0": "9.0", "12.8": "8.7", "12.6": "8.5", "12.2": "8.2"}
 
 
-def V(cap: str, cuda: str = "13.0", cubin: bool = True, ptx: bool = True, toolchain: str = "") -> Variant:
+def V(cap: str, cuda: str = "13.0", cubin: bool = True, ptx: bool = True, toolchain: str = "",
+      isa: str = "") -> Variant:
     """A variant compiled for `cap` by a CUDA `cuda` toolchain, as gpu_compiler records it."""
     tc = toolchain or f"cuda{cuda.split('.')[0]}"
     mod = ModuleSpec(name="m", ptx=f"{cap}/m.ptx" if ptx else None,
                      cubin=f"{cap}/m.cubin" if cubin else None, kernels=())
-    return Variant(capability=cap, toolchain=tc, ptx_isa=ISA[cuda],
-                   min_driver=min_driver_for_ptx(ISA[cuda]), modules=(mod,))
+    isa = isa or ISA[cuda]
+    return Variant(capability=cap, toolchain=tc, toolchain_cuda=cuda, ptx_isa=isa,
+                   min_driver=min_driver_for_ptx(isa), modules=(mod,))
 
 
 def pick(variants, cc, driver):
@@ -120,31 +121,20 @@ def test_kinds_restriction_error_mentions_it():
 
 def test_unknown_capability_is_skipped_not_fatal():
     odd = V("sm_90")
-    odd = Variant(capability="sm_99", toolchain="cuda13", ptx_isa="9.0", min_driver="13.0", modules=odd.modules)
+    odd = Variant(capability="sm_99", toolchain="cuda13", toolchain_cuda="13.0", ptx_isa="9.0",
+                  min_driver="13.0", modules=odd.modules)
     assert pick([odd, V("sm_80")], (8, 0), "13.0") == ("cubin", "sm_80", "cuda13")
 
 
-def test_min_driver_is_the_stricter_of_manifest_and_table():
-    # A manifest claiming ISA 9.0 needs only 12.0 is corrected by gpu_compiler.arch's table.
-    v = Variant(capability="sm_80", toolchain="t", ptx_isa="9.0", min_driver="12.0",
-                modules=(ModuleSpec("m", "p", None, ()),))
-    assert effective_min_driver(v) == (13, 0)
-    with pytest.raises(NoCompatibleVariantError, match="needs driver >= 13.0"):
-        select_variant([v], (9, 0), "12.8")
-
-
-@pytest.mark.parametrize("value, expected", [
-    (13000, (13, 0)), (12080, (12, 8)), (12060, (12, 6)), ("13.0", (13, 0)), ("12", (12, 0)),
-    ((12, 6), (12, 6)), ("12.6.3", (12, 6)),
-])
-def test_parse_version(value, expected):
-    assert parse_version(value) == expected
-
-
-@pytest.mark.parametrize("bad", ["x", "", True, "1.2.3.4"])
-def test_parse_version_rejects(bad):
-    with pytest.raises(ValueError):
-        parse_version(bad)
+def test_relabelled_ptx_does_not_make_a_cubin_loadable():
+    """A cuda13 variant whose PTX was relabelled ISA 7.8 (`ptx_version="7.8"`), on a 12.6 driver:
+    its cubin needs a CUDA 13 driver whatever the PTX says; the relabelled PTX does load."""
+    relabelled = V("sm_90", "13.0", isa="7.8")
+    assert relabelled.min_driver == "11.8"
+    choice = select_variant([relabelled], (9, 0), "12.6")
+    assert (choice.kind, choice.capability) == ("ptx", "sm_90")
+    with pytest.raises(NoCompatibleVariantError, match="built with CUDA 13.x, needs a CUDA 13.x"):
+        select_variant([relabelled], (9, 0), "12.6", kinds=("cubin",))
 
 
 def test_choice_reason_is_readable():

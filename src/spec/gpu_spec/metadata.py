@@ -1,0 +1,43 @@
+"""The compiler's `metadata.json`: what one compile (one source, one capability) produced.
+
+gpu_compiler writes it beside the PTX and cubin files; the plugin and the runtime's development
+cache read it to build a manifest (`gpu_spec.manifest_build`). Schema 1::
+
+    {
+      "schema": 1,
+      "source": "src/python/imaging/kernels/saxpy.py",   # as given to the compiler (relative)
+      "source_sha256": "<64 hex>",
+      "language": "numba" | "cuda_cpp",
+      "capability": "sm_90",
+      "ptx_isa": "9.0",                    # `.version` of every module's PTX
+      "min_driver": "13.0",                # min_driver_for_ptx(ptx_isa)
+      "toolchain": {"cuda": "13.0", "numba-cuda": "0.30.4", ...},
+      "options": {"fast_math": false, ...},
+      "modules": [{"name": "saxpy__0", "ptx": "saxpy__0.ptx", "cubin": "saxpy__0.cubin",
+                   "ptx_sha256": "<64 hex>", "cubin_sha256": "<64 hex>",
+                   "kernels": [...]}]      # kernels as in the manifest (gpu_spec.manifest)
+    }
+"""
+
+from __future__ import annotations
+
+METADATA_SCHEMA_VERSION = 1
+METADATA_FILE = "metadata.json"
+
+LANG_NUMBA = "numba"
+LANG_CUDA = "cuda_cpp"
+LANGUAGES = (LANG_NUMBA, LANG_CUDA)
+# How a kernel takes its arguments: numba's (arrays expanded to meminfo, parent, nitems, ...) or
+# C's (each parameter as its PTX type).
+ABIS = ("numba", "c")
+
+REQUIRED_KEYS = (
+    "source",
+    "source_sha256",
+    "language",
+    "capability",
+    "ptx_isa",
+    "min_driver",
+    "toolchain",
+    "modules",
+)
