@@ -29,7 +29,7 @@ def ptx_runs_on(ptx: Capability, device: Capability) -> bool:
 
 
 def driver_loads_cubin(driver: Version, toolchain_cuda: str) -> bool:
-    """Whether a driver of CUDA `driver` loads a cubin built by a CUDA `toolchain_cuda` toolchain."""
+    """Whether a driver of CUDA `driver` loads a cubin built by a `toolchain_cuda` toolchain."""
     return parse_version(toolchain_cuda)[0] <= driver[0]
 
 

@@ -25,9 +25,21 @@ def numba_array_params(ndim: int) -> List[str]:
 
 
 def _kernel(name: str, entry: str, sig: Optional[str], abi: str, args, params) -> Dict[str, Any]:
-    return {"name": name, "entry": entry, "signature": sig, "abi": abi, "args": args,
-            "params": params, "resources": {"registers": 12, "shared_bytes": 0, "local_bytes": 0,
-                                            "spill_stores": 0, "spill_loads": 0}}
+    return {
+        "name": name,
+        "entry": entry,
+        "signature": sig,
+        "abi": abi,
+        "args": args,
+        "params": params,
+        "resources": {
+            "registers": 12,
+            "shared_bytes": 0,
+            "local_bytes": 0,
+            "spill_stores": 0,
+            "spill_loads": 0,
+        },
+    }
 
 
 def arr(dtype: str, ndim: int, layout: str = "C") -> Dict[str, Any]:
@@ -39,36 +51,120 @@ def scal(dtype: str) -> Dict[str, Any]:
 
 
 # Module definitions per source: [(module name, [kernel dicts])]
-SAXPY = [("saxpy__0", [_kernel(
-    "saxpy", "_ZN6cudapy5saxpy5saxpyB2v1E5ArrayIfLi1E1C7mutable7alignedEfS2_S2_",
-    "void(float32[::1], float32, float32[::1], float32[::1])", "numba",
-    [arr("float32", 1), scal("float32"), arr("float32", 1), arr("float32", 1)],
-    numba_array_params(1) + ["f32"] + numba_array_params(1) * 2)])]
-
-HISTOGRAM = [
-    ("histogram_256__0", [_kernel("histogram_256", "_Zhist0", "void(uint8[::1], uint32[::1])", "numba",
-                                  [arr("uint8", 1), arr("uint32", 1)], numba_array_params(1) * 2)]),
-    ("histogram_256__1", [_kernel("histogram_256", "_Zhist1", "void(uint8[:], uint32[::1])", "numba",
-                                  [arr("uint8", 1, "A"), arr("uint32", 1)], numba_array_params(1) * 2)]),
-    ("sum_f32__0", [_kernel("sum_f32", "_Zsum0", "void(float32[::1], float32[::1])", "numba",
-                            [arr("float32", 1), arr("float32", 1)], numba_array_params(1) * 2)]),
+SAXPY = [
+    (
+        "saxpy__0",
+        [
+            _kernel(
+                "saxpy",
+                "_ZN6cudapy5saxpy5saxpyB2v1E5ArrayIfLi1E1C7mutable7alignedEfS2_S2_",
+                "void(float32[::1], float32, float32[::1], float32[::1])",
+                "numba",
+                [arr("float32", 1), scal("float32"), arr("float32", 1), arr("float32", 1)],
+                numba_array_params(1) + ["f32"] + numba_array_params(1) * 2,
+            )
+        ],
+    )
 ]
 
-MATMUL = [("matmul", [
-    _kernel("matmul<float, 16>", "_Z6matmulIfLi16EEvPKT_S2_PS0_iii", None, "c", None,
-            ["u64", "u64", "u64", "u32", "u32", "u32"]),
-    _kernel("matmul<double, 16>", "_Z6matmulIdLi16EEvPKT_S2_PS0_iii", None, "c", None,
-            ["u64", "u64", "u64", "u32", "u32", "u32"]),
-])]
+HISTOGRAM = [
+    (
+        "histogram_256__0",
+        [
+            _kernel(
+                "histogram_256",
+                "_Zhist0",
+                "void(uint8[::1], uint32[::1])",
+                "numba",
+                [arr("uint8", 1), arr("uint32", 1)],
+                numba_array_params(1) * 2,
+            )
+        ],
+    ),
+    (
+        "histogram_256__1",
+        [
+            _kernel(
+                "histogram_256",
+                "_Zhist1",
+                "void(uint8[:], uint32[::1])",
+                "numba",
+                [arr("uint8", 1, "A"), arr("uint32", 1)],
+                numba_array_params(1) * 2,
+            )
+        ],
+    ),
+    (
+        "sum_f32__0",
+        [
+            _kernel(
+                "sum_f32",
+                "_Zsum0",
+                "void(float32[::1], float32[::1])",
+                "numba",
+                [arr("float32", 1), arr("float32", 1)],
+                numba_array_params(1) * 2,
+            )
+        ],
+    ),
+]
 
-SOBEL = [("sobel", [_kernel("sobel_magnitude", "sobel_magnitude", None, "c", None,
-                            ["u64", "u64", "u32", "u32", "u32"])])]
+MATMUL = [
+    (
+        "matmul",
+        [
+            _kernel(
+                "matmul<float, 16>",
+                "_Z6matmulIfLi16EEvPKT_S2_PS0_iii",
+                None,
+                "c",
+                None,
+                ["u64", "u64", "u64", "u32", "u32", "u32"],
+            ),
+            _kernel(
+                "matmul<double, 16>",
+                "_Z6matmulIdLi16EEvPKT_S2_PS0_iii",
+                None,
+                "c",
+                None,
+                ["u64", "u64", "u64", "u32", "u32", "u32"],
+            ),
+        ],
+    )
+]
+
+SOBEL = [
+    (
+        "sobel",
+        [
+            _kernel(
+                "sobel_magnitude",
+                "sobel_magnitude",
+                None,
+                "c",
+                None,
+                ["u64", "u64", "u32", "u32", "u32"],
+            )
+        ],
+    )
+]
 
 # A second library that also defines "saxpy", for ambiguity tests.
-SAXPY2 = [("saxpy__0", [_kernel(
-    "saxpy", "_Zother_saxpy", "void(float64[::1], float64, float64[::1], float64[::1])", "numba",
-    [arr("float64", 1), scal("float64"), arr("float64", 1), arr("float64", 1)],
-    numba_array_params(1) + ["f64"] + numba_array_params(1) * 2)])]
+SAXPY2 = [
+    (
+        "saxpy__0",
+        [
+            _kernel(
+                "saxpy",
+                "_Zother_saxpy",
+                "void(float64[::1], float64, float64[::1], float64[::1])",
+                "numba",
+                [arr("float64", 1), scal("float64"), arr("float64", 1), arr("float64", 1)],
+                numba_array_params(1) + ["f64"] + numba_array_params(1) * 2,
+            )
+        ],
+    )
+]
 
 ISA_FOR = {"13.0": "9.0", "12.6": "8.5"}
 
@@ -77,20 +173,42 @@ def file_bytes(lib: str, module: str, cap: str, kind: str) -> bytes:
     return f"// fake {kind} of {lib}/{module} for {cap}\n".encode()
 
 
-def make_metadata(source: str, language: str, modules, capability: str, cuda: str = "13.0",
-                  content=file_bytes, lib: str = "") -> Dict[str, Any]:
+def make_metadata(
+    source: str,
+    language: str,
+    modules,
+    capability: str,
+    cuda: str = "13.0",
+    content=file_bytes,
+    lib: str = "",
+) -> Dict[str, Any]:
     isa = ISA_FOR[cuda]
     mods = []
     for mname, kernels in modules:
         ptx = content(lib, mname, capability, "ptx")
         cubin = content(lib, mname, capability, "cubin")
-        mods.append({"name": mname, "ptx": f"{mname}.ptx", "cubin": f"{mname}.cubin",
-                     "ptx_sha256": hashlib.sha256(ptx).hexdigest(),
-                     "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "kernels": kernels})
-    return {"schema": 1, "source": source, "source_sha256": SHA_SRC, "language": language,
-            "capability": capability, "ptx_isa": isa, "min_driver": min_driver_for_ptx(isa),
-            "toolchain": dict(TOOLCHAIN, cuda=cuda), "options": {"fast_math": False},
-            "modules": mods}
+        mods.append(
+            {
+                "name": mname,
+                "ptx": f"{mname}.ptx",
+                "cubin": f"{mname}.cubin",
+                "ptx_sha256": hashlib.sha256(ptx).hexdigest(),
+                "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
+                "kernels": kernels,
+            }
+        )
+    return {
+        "schema": 1,
+        "source": source,
+        "source_sha256": SHA_SRC,
+        "language": language,
+        "capability": capability,
+        "ptx_isa": isa,
+        "min_driver": min_driver_for_ptx(isa),
+        "toolchain": dict(TOOLCHAIN, cuda=cuda),
+        "options": {"fast_math": False},
+        "modules": mods,
+    }
 
 
 LIBS = {
@@ -101,16 +219,30 @@ LIBS = {
 }
 
 
-def library_specs(names: Sequence[str] = ("saxpy", "histogram", "matmul", "sobel"),
-                  caps: Sequence[str] = ("sm_80", "sm_90"), toolchain: str = "cuda13",
-                  cuda: str = "13.0", extra: Optional[Dict[str, Tuple[str, str, Any]]] = None):
+def library_specs(
+    names: Sequence[str] = ("saxpy", "histogram", "matmul", "sobel"),
+    caps: Sequence[str] = ("sm_80", "sm_90"),
+    toolchain: str = "cuda13",
+    cuda: str = "13.0",
+    extra: Optional[Dict[str, Tuple[str, str, Any]]] = None,
+):
     table = dict(LIBS, **(extra or {}))
     out = []
     for n in names:
         source, lang, modules = table[n]
-        out.append({"name": n, "target": f"src/python/imaging/kernels:{n}", "outputs": [
-            {"toolchain": toolchain, "metadata": make_metadata(source, lang, modules, cap, cuda, lib=n)}
-            for cap in caps]})
+        out.append(
+            {
+                "name": n,
+                "target": f"src/python/imaging/kernels:{n}",
+                "outputs": [
+                    {
+                        "toolchain": toolchain,
+                        "metadata": make_metadata(source, lang, modules, cap, cuda, lib=n),
+                    }
+                    for cap in caps
+                ],
+            }
+        )
     return out
 
 
@@ -121,7 +253,9 @@ def write_bundle(root: str, specs, bundle: str = "imaging_h200", driver: str = "
     for spec in specs:
         for out in spec["outputs"]:
             md = out["metadata"]
-            d = os.path.join(cache, *variant_dir(spec["name"], out["toolchain"], md["capability"]).split("/"))
+            d = os.path.join(
+                cache, *variant_dir(spec["name"], out["toolchain"], md["capability"]).split("/")
+            )
             os.makedirs(d, exist_ok=True)
             for m in md["modules"]:
                 for kind in ("ptx", "cubin"):

@@ -140,7 +140,7 @@ class KernelSpec:
         sig = self.signature
         if sig:
             # "void(float32[::1], float32)" -> "saxpy(float32[::1], float32)"
-            return self.name + sig[sig.index("("):] if "(" in sig else f"{self.name} {sig}"
+            return self.name + sig[sig.index("(") :] if "(" in sig else f"{self.name} {sig}"
         if self.params is not None:
             return f"{self.name}({', '.join(self.params)})"
         return self.name

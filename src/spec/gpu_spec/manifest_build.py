@@ -86,8 +86,12 @@ def _same_source(draft: _LibraryDraft, md: Mapping[str, Any], where: str) -> boo
 
 
 def _module_file(
-    draft: _LibraryDraft, module: Mapping[str, Any], key: str, vdir: str,
-    digests: Mapping[str, str], where: str,
+    draft: _LibraryDraft,
+    module: Mapping[str, Any],
+    key: str,
+    vdir: str,
+    digests: Mapping[str, str],
+    where: str,
 ) -> Optional[str]:
     """The cache path of a module's "ptx" or "cubin" file (its digest recorded), or None."""
     fname = module.get(key)
@@ -98,7 +102,9 @@ def _module_file(
         return None
     recorded, measured = module.get(f"{key}_sha256"), digests.get(fname)
     if measured is not None and recorded is not None and measured != recorded:
-        draft.errors.append(f"{where}: {fname} has sha256 {measured} but its metadata says {recorded}")
+        draft.errors.append(
+            f"{where}: {fname} has sha256 {measured} but its metadata says {recorded}"
+        )
         return None
     digest = measured or recorded
     if not isinstance(digest, str) or not SHA256_RE.match(digest):
@@ -119,8 +125,10 @@ def _add_output(draft: _LibraryDraft, out: Mapping[str, Any], where: str) -> Non
         return
     versions = {str(k): (None if v is None else str(v)) for k, v in (md["toolchain"] or {}).items()}
     if draft.toolchains.setdefault(toolchain, versions) != versions:
-        draft.errors.append(f"{where}: toolchain {toolchain!r} versions {versions} differ from "
-                            f"{draft.toolchains[toolchain]}")
+        draft.errors.append(
+            f"{where}: toolchain {toolchain!r} versions {versions} differ from "
+            f"{draft.toolchains[toolchain]}"
+        )
     vdir = out.get("dir") or variant_dir(draft.name, toolchain, md["capability"])
     why = check_relpath(vdir + "/x")
     if why:
@@ -130,23 +138,29 @@ def _add_output(draft: _LibraryDraft, out: Mapping[str, Any], where: str) -> Non
     modules = []
     for j, m in enumerate(md["modules"]):
         mw = f"{where} module {j}"
-        modules.append({
-            "name": m.get("name"),
-            "ptx": _module_file(draft, m, "ptx", vdir, digests, mw),
-            "cubin": _module_file(draft, m, "cubin", vdir, digests, mw),
-            "kernels": m.get("kernels"),
-        })
-    draft.variants.append({
-        "capability": md["capability"],
-        "toolchain": toolchain,
-        "ptx_isa": md["ptx_isa"],
-        "min_driver": md["min_driver"],
-        "options": md.get("options") or {},
-        "modules": modules,
-    })
+        modules.append(
+            {
+                "name": m.get("name"),
+                "ptx": _module_file(draft, m, "ptx", vdir, digests, mw),
+                "cubin": _module_file(draft, m, "cubin", vdir, digests, mw),
+                "kernels": m.get("kernels"),
+            }
+        )
+    draft.variants.append(
+        {
+            "capability": md["capability"],
+            "toolchain": toolchain,
+            "ptx_isa": md["ptx_isa"],
+            "min_driver": md["min_driver"],
+            "options": md.get("options") or {},
+            "modules": modules,
+        }
+    )
 
 
-def library_from_metadata(name: str, target: str, outputs: Sequence[Mapping[str, Any]]) -> _LibraryDraft:
+def library_from_metadata(
+    name: str, target: str, outputs: Sequence[Mapping[str, Any]]
+) -> _LibraryDraft:
     """One gpu_kernel target's compile outputs as a manifest library entry.
 
     `outputs`: one mapping per (toolchain, capability) compile, with keys
@@ -203,8 +217,14 @@ def build_manifest(
         except ManifestError as e:
             errors.append(str(e))
             continue
-        _merge(toolchains, draft.toolchains, "toolchain {key!r}: library " + repr(draft.name)
-               + " was compiled with {new}, another with {old}", errors)
+        _merge(
+            toolchains,
+            draft.toolchains,
+            "toolchain {key!r}: library "
+            + repr(draft.name)
+            + " was compiled with {new}, another with {old}",
+            errors,
+        )
         _merge(files, draft.files, "two different files would be placed at {key}", errors)
         libs.append(draft.to_dict())
     compiled = {v["capability"] for lib in libs for v in lib["variants"]}

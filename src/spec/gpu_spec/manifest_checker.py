@@ -20,8 +20,16 @@ class Checker:
     def err(self, where: str, msg: str) -> None:
         self.errors.append(f"{where}: {msg}" if where else msg)
 
-    def get(self, obj: Mapping[str, Any], key: str, types: Any, where: str,
-            optional: bool = False, nullable: bool = False, default: Any = None) -> Any:
+    def get(
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        types: Any,
+        where: str,
+        optional: bool = False,
+        nullable: bool = False,
+        default: Any = None,
+    ) -> Any:
         path = f"{where}.{key}" if where else key
         if key not in obj:
             if not optional:
@@ -32,13 +40,24 @@ class Checker:
             return None
         # bool is an int subclass: never accept it where a number is meant.
         if not isinstance(val, types) or (isinstance(val, bool) and bool not in as_tuple(types)):
-            self.err(path, f"expected {type_names(types)}{' or null' if nullable else ''}, "
-                           f"got {type(val).__name__} {short(val)}")
+            self.err(
+                path,
+                f"expected {type_names(types)}{' or null' if nullable else ''}, "
+                f"got {type(val).__name__} {short(val)}",
+            )
             return default
         return val
 
-    def string(self, obj: Mapping[str, Any], key: str, where: str, pattern: Optional[Pattern[str]] = None,
-               what: str = "", nullable: bool = False, optional: bool = False) -> Optional[str]:
+    def string(
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        where: str,
+        pattern: Optional[Pattern[str]] = None,
+        what: str = "",
+        nullable: bool = False,
+        optional: bool = False,
+    ) -> Optional[str]:
         val = self.get(obj, key, str, where, nullable=nullable, optional=optional)
         if isinstance(val, str):
             if not val and not nullable:
@@ -53,8 +72,14 @@ def as_tuple(types: Any) -> Tuple[Any, ...]:
 
 
 def type_names(types: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", int: "integer", float: "number",
-             bool: "boolean"}
+    names = {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "integer",
+        float: "number",
+        bool: "boolean",
+    }
     return " or ".join(names.get(t, t.__name__) for t in as_tuple(types))
 
 

@@ -51,7 +51,7 @@ def _parse_args(c: Checker, raw: Any, where: str) -> Optional[Tuple[ArgSpec, ...
             if ndim is None or ndim < 0:
                 c.err(f"{w}.ndim", "missing or negative for an array argument")
             if layout not in ("C", "F", "A"):
-                c.err(f"{w}.layout", f"{short(layout)} is not one of \"C\", \"F\", \"A\"")
+                c.err(f"{w}.layout", f'{short(layout)} is not one of "C", "F", "A"')
         elif kind == "scalar" and dtype is None:
             c.err(f"{w}.dtype", "missing for a scalar argument")
         out.append(ArgSpec(kind=kind or "", dtype=dtype, ndim=ndim, layout=layout))
@@ -70,7 +70,7 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
     signature = c.get(raw, "signature", str, where, optional=True, nullable=True)
     args = _parse_args(c, raw.get("args"), f"{where}.args")
     if abi == "numba" and args is None:
-        c.err(f"{where}.args", "required for abi \"numba\"")
+        c.err(f"{where}.args", 'required for abi "numba"')
     params_raw = c.get(raw, "params", list, where, optional=True, nullable=True)
     params: Optional[Tuple[str, ...]] = None
     if params_raw is not None:
@@ -81,11 +81,20 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
     resources = c.get(raw, "resources", dict, where, optional=True, nullable=True) or {}
     if name is None or entry is None or abi is None:
         return None
-    return KernelSpec(name=name, entry=entry, abi=abi, signature=signature, args=args,
-                      params=params, resources=dict(resources))
+    return KernelSpec(
+        name=name,
+        entry=entry,
+        abi=abi,
+        signature=signature,
+        args=args,
+        params=params,
+        resources=dict(resources),
+    )
 
 
-def _parse_module(c: Checker, raw: Any, where: str, files: Mapping[str, str]) -> Optional[ModuleSpec]:
+def _parse_module(
+    c: Checker, raw: Any, where: str, files: Mapping[str, str]
+) -> Optional[ModuleSpec]:
     if not isinstance(raw, dict):
         c.err(where, "expected object")
         return None
@@ -98,10 +107,10 @@ def _parse_module(c: Checker, raw: Any, where: str, files: Mapping[str, str]) ->
             if why:
                 c.err(f"{where}.{key}", f"{short(p)}: {why}")
             elif p not in files:
-                c.err(f"{where}.{key}", f"{short(p)} is not listed in \"files\"")
+                c.err(f"{where}.{key}", f'{short(p)} is not listed in "files"')
         paths[key] = p
     if paths["ptx"] is None and paths["cubin"] is None:
-        c.err(where, "has neither \"ptx\" nor \"cubin\"")
+        c.err(where, 'has neither "ptx" nor "cubin"')
     kraw = c.get(raw, "kernels", list, where, default=[])
     kernels = []
     for i, k in enumerate(kraw):
@@ -115,15 +124,16 @@ def _parse_module(c: Checker, raw: Any, where: str, files: Mapping[str, str]) ->
     return ModuleSpec(name=name, ptx=paths["ptx"], cubin=paths["cubin"], kernels=tuple(kernels))
 
 
-def _parse_variant(c: Checker, raw: Any, where: str, files: Mapping[str, str],
-                   toolchains: Mapping[str, Any]) -> Optional[Variant]:
+def _parse_variant(
+    c: Checker, raw: Any, where: str, files: Mapping[str, str], toolchains: Mapping[str, Any]
+) -> Optional[Variant]:
     if not isinstance(raw, dict):
         c.err(where, "expected object")
         return None
     cap = _capability(c, raw.get("capability"), f"{where}.capability")
     tc = c.string(raw, "toolchain", where)
     if tc is not None and tc not in toolchains:
-        c.err(f"{where}.toolchain", f"{short(tc)} is not a key of \"toolchains\"")
+        c.err(f"{where}.toolchain", f'{short(tc)} is not a key of "toolchains"')
     isa = c.string(raw, "ptx_isa", where)
     mind = c.string(raw, "min_driver", where)
     if isa is not None and mind is not None:
@@ -132,15 +142,25 @@ def _parse_variant(c: Checker, raw: Any, where: str, files: Mapping[str, str],
     mraw = c.get(raw, "modules", list, where, default=[])
     if not mraw:
         c.err(f"{where}.modules", "is empty")
-    modules = [m for i, r in enumerate(mraw)
-               if (m := _parse_module(c, r, f"{where}.modules[{i}]", files)) is not None]
+    modules = [
+        m
+        for i, r in enumerate(mraw)
+        if (m := _parse_module(c, r, f"{where}.modules[{i}]", files)) is not None
+    ]
     names = [m.name for m in modules]
     if len(set(names)) != len(names):
         c.err(f"{where}.modules", "module names are not unique")
     if cap is None or tc is None or isa is None or mind is None or tc not in toolchains:
         return None
-    return Variant(capability=cap, toolchain=tc, toolchain_cuda=toolchains[tc].get("cuda") or "",
-                   ptx_isa=isa, min_driver=mind, modules=tuple(modules), options=dict(options))
+    return Variant(
+        capability=cap,
+        toolchain=tc,
+        toolchain_cuda=toolchains[tc].get("cuda") or "",
+        ptx_isa=isa,
+        min_driver=mind,
+        modules=tuple(modules),
+        options=dict(options),
+    )
 
 
 def _capability(c: Checker, value: Any, where: str) -> Optional[str]:
@@ -160,12 +180,16 @@ def _check_min_driver(c: Checker, isa: str, min_driver: str, where: str) -> None
         c.err(f"{where}.ptx_isa", str(e))
         return
     if min_driver != expected:
-        c.err(f"{where}.min_driver", f"{short(min_driver)} is not {expected}, the oldest driver "
-                                     f"that loads PTX ISA {isa}")
+        c.err(
+            f"{where}.min_driver",
+            f"{short(min_driver)} is not {expected}, the oldest driver "
+            f"that loads PTX ISA {isa}",
+        )
 
 
-def _parse_library(c: Checker, raw: Any, where: str, files: Mapping[str, str],
-                   toolchains: Mapping[str, Any]) -> Optional[Library]:
+def _parse_library(
+    c: Checker, raw: Any, where: str, files: Mapping[str, str], toolchains: Mapping[str, Any]
+) -> Optional[Library]:
     if not isinstance(raw, dict):
         c.err(where, "expected object")
         return None
@@ -179,16 +203,24 @@ def _parse_library(c: Checker, raw: Any, where: str, files: Mapping[str, str],
     vraw = c.get(raw, "variants", list, where, default=[])
     if not vraw:
         c.err(f"{where}.variants", "is empty")
-    variants = [v for i, r in enumerate(vraw)
-                if (v := _parse_variant(c, r, f"{where}.variants[{i}]", files, toolchains))
-                is not None]
+    variants = [
+        v
+        for i, r in enumerate(vraw)
+        if (v := _parse_variant(c, r, f"{where}.variants[{i}]", files, toolchains)) is not None
+    ]
     keys = [(v.capability, v.toolchain) for v in variants]
     if len(set(keys)) != len(keys):
         c.err(f"{where}.variants", "more than one variant for the same (capability, toolchain)")
-    if None in (name, target, source, sha, lang):
+    if name is None or target is None or source is None or sha is None or lang is None:
         return None
-    return Library(name=name, target=target, source=source, source_sha256=sha, language=lang,
-                   variants=tuple(variants))
+    return Library(
+        name=name,
+        target=target,
+        source=source,
+        source_sha256=sha,
+        language=lang,
+        variants=tuple(variants),
+    )
 
 
 def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
@@ -205,15 +237,21 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
     bundle = c.string(data, "bundle", "")
     driver = c.string(data, "driver", "")
     if driver and not is_version(driver):
-        c.err("driver", f"{short(driver)} is not a CUDA version like \"13.0\"")
+        c.err("driver", f'{short(driver)} is not a CUDA version like "13.0"')
     caps = _parse_capabilities(c, c.get(data, "capabilities", list, "", default=[]))
     tcs = _parse_toolchains(c, c.get(data, "toolchains", dict, "", default={}))
     files = _parse_files(c, c.get(data, "files", dict, "", default={}))
     libraries = _parse_libraries(c, c.get(data, "libraries", list, "", default=[]), files, tcs)
     if c.errors:
         raise ManifestError(f"{origin} is invalid:\n  " + "\n  ".join(c.errors))
-    return Manifest(bundle=bundle or "", driver=driver or "", capabilities=caps,
-                    toolchains=tcs, libraries=libraries, files=files)
+    return Manifest(
+        bundle=bundle or "",
+        driver=driver or "",
+        capabilities=caps,
+        toolchains=tcs,
+        libraries=libraries,
+        files=files,
+    )
 
 
 def _check_schema(schema: Any, origin: str) -> None:
@@ -222,15 +260,19 @@ def _check_schema(schema: Any, origin: str) -> None:
     if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
         raise ManifestError(
             f"{origin}: manifest schema {schema} is newer than this gpu_runtime understands "
-            f"(schema {SCHEMA_VERSION}); rebuild the bundle with a matching gpu_runtime")
+            f"(schema {SCHEMA_VERSION}); rebuild the bundle with a matching gpu_runtime"
+        )
     raise ManifestError(
         f"{origin}: unsupported manifest schema {short(schema)} (expected {SCHEMA_VERSION})"
     )
 
 
 def _parse_capabilities(c: Checker, raw: List[Any]) -> Tuple[str, ...]:
-    caps = [cap for i, v in enumerate(raw)
-            if (cap := _capability(c, v, f"capabilities[{i}]")) is not None]
+    caps = [
+        cap
+        for i, v in enumerate(raw)
+        if (cap := _capability(c, v, f"capabilities[{i}]")) is not None
+    ]
     if len(caps) == len(raw) and caps != sort_capabilities(caps):
         c.err("capabilities", f"{short(caps)} are not unique and oldest first")
     return tuple(caps)
@@ -240,13 +282,15 @@ def _parse_toolchains(c: Checker, raw: Mapping[str, Any]) -> Dict[str, Dict[str,
     toolchains = {}
     for name, versions in raw.items():
         if not isinstance(versions, dict) or not all(
-                isinstance(k, str) and (v is None or isinstance(v, str))
-                for k, v in versions.items()):
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in versions.items()
+        ):
             c.err(f"toolchains.{name}", "expected an object of string (or null) versions")
             continue
         if not is_version(versions.get("cuda")):
-            c.err(f"toolchains.{name}.cuda", f"{short(versions.get('cuda'))} is not a CUDA "
-                                             f"version like \"13.0\"")
+            c.err(
+                f"toolchains.{name}.cuda",
+                f"{short(versions.get('cuda'))} is not a CUDA " f'version like "13.0"',
+            )
             continue
         toolchains[name] = dict(versions)
     return toolchains
@@ -265,16 +309,26 @@ def _parse_files(c: Checker, raw: Mapping[str, Any]) -> Dict[str, str]:
     return files
 
 
-def _parse_libraries(c: Checker, raw: List[Any], files: Mapping[str, str],
-                     toolchains: Mapping[str, Any]) -> Tuple[Library, ...]:
-    libraries = [lib for i, r in enumerate(raw)
-                 if (lib := _parse_library(c, r, f"libraries[{i}]", files, toolchains)) is not None]
+def _parse_libraries(
+    c: Checker, raw: List[Any], files: Mapping[str, str], toolchains: Mapping[str, Any]
+) -> Tuple[Library, ...]:
+    libraries = [
+        lib
+        for i, r in enumerate(raw)
+        if (lib := _parse_library(c, r, f"libraries[{i}]", files, toolchains)) is not None
+    ]
     names = [lib.name for lib in libraries]
     dups = sorted({n for n in names if names.count(n) > 1})
     if dups:
         c.err("libraries", f"duplicate library names: {', '.join(dups)}")
-    used = {path for lib in libraries for v in lib.variants for m in v.modules
-            for path in (m.ptx, m.cubin) if path}
+    used = {
+        path
+        for lib in libraries
+        for v in lib.variants
+        for m in v.modules
+        for path in (m.ptx, m.cubin)
+        if path
+    }
     for path in sorted(set(files) - used):
         c.err(f"files[{short(path)}]", "is not used by any module")
     return tuple(libraries)

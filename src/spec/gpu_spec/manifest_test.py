@@ -3,8 +3,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import subprocess
-import sys
 import os
 
 import pytest
@@ -30,21 +28,41 @@ def test_build_parse_round_trip():
     assert m.schema == SCHEMA_VERSION
     assert m.capabilities == ("sm_80", "sm_90")
     assert [lib.name for lib in m.libraries] == ["histogram", "matmul", "saxpy", "sobel"]
-    assert m.toolchains == {"cuda13": {"cuda": "13.0", "numba-cuda": "0.30.4", "nvrtc": "13.0.88",
-                                       "nvjitlink": "13.0.88"}}
+    assert m.toolchains == {
+        "cuda13": {
+            "cuda": "13.0",
+            "numba-cuda": "0.30.4",
+            "nvrtc": "13.0.88",
+            "nvjitlink": "13.0.88",
+        }
+    }
     saxpy = m.library("saxpy")
     assert [v.capability for v in saxpy.variants] == ["sm_80", "sm_90"]
     v = saxpy.variants[1]
-    assert (v.toolchain, v.ptx_isa, v.min_driver, v.has_cubin, v.has_ptx) == ("cuda13", "9.0", "13.0", True, True)
+    assert (v.toolchain, v.ptx_isa, v.min_driver, v.has_cubin, v.has_ptx) == (
+        "cuda13",
+        "9.0",
+        "13.0",
+        True,
+        True,
+    )
     mod = v.modules[0]
     assert mod.ptx == "saxpy/cuda13/sm_90/saxpy__0.ptx"
     assert mod.cubin == "saxpy/cuda13/sm_90/saxpy__0.cubin"
     k = mod.kernels[0]
     assert k.describe() == "saxpy(float32[::1], float32, float32[::1], float32[::1])"
-    assert [a.kind for a in k.args] == ["array", "scalar", "array", "array"]
-    assert m.files[mod.ptx] == hashlib.sha256(file_bytes("saxpy", "saxpy__0", "sm_90", "ptx")).hexdigest()
-    assert set(m.files) == {p for lib in m.libraries for v in lib.variants for mo in v.modules
-                            for p in (mo.ptx, mo.cubin)}
+    assert [a.kind for a in k.args or ()] == ["array", "scalar", "array", "array"]
+    assert (
+        m.files[mod.ptx]
+        == hashlib.sha256(file_bytes("saxpy", "saxpy__0", "sm_90", "ptx")).hexdigest()
+    )
+    assert set(m.files) == {
+        p
+        for lib in m.libraries
+        for v in lib.variants
+        for mo in v.modules
+        for p in (mo.ptx, mo.cubin)
+    }
     assert m.library("histogram").kernel_names() == ["histogram_256", "sum_f32"]
 
 
@@ -54,7 +72,9 @@ def test_dumps_is_deterministic_and_sorted():
     specs.reverse()
     for s in specs:
         s["outputs"].reverse()
-    b = dumps_manifest(build_manifest("imaging_h200", "13.0", specs, capabilities=["sm_80", "sm_90"]))
+    b = dumps_manifest(
+        build_manifest("imaging_h200", "13.0", specs, capabilities=["sm_80", "sm_90"])
+    )
     assert a == b
     assert a.endswith("}\n")
 
@@ -82,49 +102,103 @@ def _broken(mutate):
     return str(e.value)
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda d: d.update(schema=2), "schema 2 is newer than this gpu_runtime"),
-    (lambda d: d.update(schema="1"), "unsupported manifest schema"),
-    (lambda d: d.pop("bundle"), "bundle: missing"),
-    (lambda d: d.update(driver="13"), "driver: \"13\" is not a CUDA version"),
-    (lambda d: d.update(capabilities=["90"]), "capabilities[0]"),
-    (lambda d: d["libraries"][0].update(name="../evil"), "libraries[0].name"),
-    (lambda d: d["libraries"][0].update(language="fortran"), "is not one of numba, cuda_cpp"),
-    (lambda d: d["libraries"][0].update(source_sha256="XYZ"), "sha256"),
-    (lambda d: d["libraries"][0]["variants"][0].update(toolchain="cuda99"), "is not a key of \"toolchains\""),
-    (lambda d: d["libraries"][0]["variants"][0].update(capability="compute_90"),
-     "invalid GPU capability 'compute_90'"),
-    # Arch-specific targets are refused here as in BUILD files and compile options.
-    (lambda d: d["libraries"][0]["variants"][0].update(capability="sm_90a"),
-     "invalid GPU capability 'sm_90a'"),
-    (lambda d: d.update(capabilities=["sm_90", "sm_80"]), "are not unique and oldest first"),
-    (lambda d: d["libraries"][0]["variants"][0].update(min_driver="11.8"),
-     "min_driver: \"11.8\" is not 13.0, the oldest driver that loads PTX ISA 9.0"),
-    (lambda d: d["libraries"][0]["variants"][0].update(ptx_isa="9.9"), "unknown PTX ISA version"),
-    (lambda d: d["toolchains"]["cuda13"].pop("cuda"), "toolchains.cuda13.cuda: null is not a CUDA"),
-    (lambda d: d["libraries"][0]["variants"][0].update(modules=[]), "modules: is empty"),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx=None, cubin=None),
-     "has neither \"ptx\" nor \"cubin\""),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="../outside.ptx"), "contains '..'"),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="/etc/passwd"), "is absolute"),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="not/listed.ptx"),
-     "is not listed in \"files\""),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].update(abi="cdecl"), "abi"),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].pop("entry"), "entry: missing"),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].update(args=None),
-     "required for abi \"numba\""),
-    (lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0]["args"][0].update(layout="K"),
-     "layout"),
-    (lambda d: d["files"].update({"x/../../y": "0" * 64}), "contains '..'"),
-    (lambda d: d["files"].update({"extra/file.ptx": "0" * 64}), "is not used by any module"),
-    (lambda d: d["files"].update({next(iter(d["files"])): "BAD"}), "not a lowercase sha256"),
-    (lambda d: d["libraries"].append(copy.deepcopy(d["libraries"][0])), "duplicate library names"),
-    (lambda d: d["libraries"][0]["variants"].append(copy.deepcopy(d["libraries"][0]["variants"][0])),
-     "more than one variant"),
-    (lambda d: d.update(libraries={}), "libraries: expected array"),
-    (lambda d: d["libraries"][0]["variants"][0].update(min_driver=13.0), "expected string, got float"),
-    (lambda d: d["toolchains"].update(cuda13={"cuda": 13}), "toolchains.cuda13"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d.update(schema=2), "schema 2 is newer than this gpu_runtime"),
+        (lambda d: d.update(schema="1"), "unsupported manifest schema"),
+        (lambda d: d.pop("bundle"), "bundle: missing"),
+        (lambda d: d.update(driver="13"), 'driver: "13" is not a CUDA version'),
+        (lambda d: d.update(capabilities=["90"]), "capabilities[0]"),
+        (lambda d: d["libraries"][0].update(name="../evil"), "libraries[0].name"),
+        (lambda d: d["libraries"][0].update(language="fortran"), "is not one of numba, cuda_cpp"),
+        (lambda d: d["libraries"][0].update(source_sha256="XYZ"), "sha256"),
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(toolchain="cuda99"),
+            'is not a key of "toolchains"',
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(capability="compute_90"),
+            "invalid GPU capability 'compute_90'",
+        ),
+        # Arch-specific targets are refused here as in BUILD files and compile options.
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(capability="sm_90a"),
+            "invalid GPU capability 'sm_90a'",
+        ),
+        (lambda d: d.update(capabilities=["sm_90", "sm_80"]), "are not unique and oldest first"),
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(min_driver="11.8"),
+            'min_driver: "11.8" is not 13.0, the oldest driver that loads PTX ISA 9.0',
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(ptx_isa="9.9"),
+            "unknown PTX ISA version",
+        ),
+        (
+            lambda d: d["toolchains"]["cuda13"].pop("cuda"),
+            "toolchains.cuda13.cuda: null is not a CUDA",
+        ),
+        (lambda d: d["libraries"][0]["variants"][0].update(modules=[]), "modules: is empty"),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx=None, cubin=None),
+            'has neither "ptx" nor "cubin"',
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="../outside.ptx"),
+            "contains '..'",
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="/etc/passwd"),
+            "is absolute",
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0].update(ptx="not/listed.ptx"),
+            'is not listed in "files"',
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].update(
+                abi="cdecl"
+            ),
+            "abi",
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].pop("entry"),
+            "entry: missing",
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0].update(
+                args=None
+            ),
+            'required for abi "numba"',
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"][0]["modules"][0]["kernels"][0]["args"][
+                0
+            ].update(layout="K"),
+            "layout",
+        ),
+        (lambda d: d["files"].update({"x/../../y": "0" * 64}), "contains '..'"),
+        (lambda d: d["files"].update({"extra/file.ptx": "0" * 64}), "is not used by any module"),
+        (lambda d: d["files"].update({next(iter(d["files"])): "BAD"}), "not a lowercase sha256"),
+        (
+            lambda d: d["libraries"].append(copy.deepcopy(d["libraries"][0])),
+            "duplicate library names",
+        ),
+        (
+            lambda d: d["libraries"][0]["variants"].append(
+                copy.deepcopy(d["libraries"][0]["variants"][0])
+            ),
+            "more than one variant",
+        ),
+        (lambda d: d.update(libraries={}), "libraries: expected array"),
+        (
+            lambda d: d["libraries"][0]["variants"][0].update(min_driver=13.0),
+            "expected string, got float",
+        ),
+        (lambda d: d["toolchains"].update(cuda13={"cuda": 13}), "toolchains.cuda13"),
+    ],
+)
 def test_validation_errors(mutate, expected):
     assert expected in _broken(mutate)
 
@@ -133,6 +207,7 @@ def test_validation_lists_every_problem():
     def mutate(d):
         d.pop("bundle")
         d["libraries"][0]["variants"][0]["modules"][0].update(ptx="/abs.ptx")
+
     msg = _broken(mutate)
     assert "bundle: missing" in msg and "is absolute" in msg
 
@@ -142,11 +217,24 @@ def test_top_level_must_be_object():
         parse_manifest([])
 
 
-@pytest.mark.parametrize("path, ok", [
-    ("a/b.ptx", True), ("a.ptx", True), ("a/./b", False), ("../a", False), ("a/../b", False),
-    ("/a", False), ("", False), ("a//b", False), ("a\\b", False), ("C:/x", False), ("a/\x00", False),
-    ("a/", False), (5, False),
-])
+@pytest.mark.parametrize(
+    "path, ok",
+    [
+        ("a/b.ptx", True),
+        ("a.ptx", True),
+        ("a/./b", False),
+        ("../a", False),
+        ("a/../b", False),
+        ("/a", False),
+        ("", False),
+        ("a//b", False),
+        ("a\\b", False),
+        ("C:/x", False),
+        ("a/\x00", False),
+        ("a/", False),
+        (5, False),
+    ],
+)
 def test_check_relpath(path, ok):
     assert (check_relpath(path) is None) == ok
 
@@ -190,7 +278,10 @@ def test_build_two_toolchains_same_capability():
     b = library_specs(["saxpy"], caps=["sm_87"], toolchain="cuda13", cuda="13.0")[0]
     a["outputs"] += b["outputs"]
     m = parse_manifest(build_manifest("jetson", "12.6", [a]))
-    assert [(v.toolchain, v.ptx_isa) for v in m.library("saxpy").variants] == [("cuda12", "8.5"), ("cuda13", "9.0")]
+    assert [(v.toolchain, v.ptx_isa) for v in m.library("saxpy").variants] == [
+        ("cuda12", "8.5"),
+        ("cuda13", "9.0"),
+    ]
     assert sorted(m.toolchains) == ["cuda12", "cuda13"]
     assert variant_dir("saxpy", "cuda12", "sm_87") + "/saxpy__0.ptx" in m.files
 

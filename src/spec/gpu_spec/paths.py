@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+
 def check_relpath(path: object) -> Optional[str]:
     """Why `path` is not an acceptable cache-relative file path, or None if it is."""
     if not isinstance(path, str):

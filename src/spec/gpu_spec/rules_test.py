@@ -22,7 +22,13 @@ def test_capabilities_table():
 
 @pytest.mark.parametrize(
     "cap,expected",
-    [("sm_75", (7, 5)), ("sm_87", (8, 7)), ("sm_90", (9, 0)), ("sm_100", (10, 0)), ("sm_120", (12, 0))],
+    [
+        ("sm_75", (7, 5)),
+        ("sm_87", (8, 7)),
+        ("sm_90", (9, 0)),
+        ("sm_100", (10, 0)),
+        ("sm_120", (12, 0)),
+    ],
 )
 def test_parse_capability(cap, expected):
     assert caps.parse_capability(cap) == expected
@@ -125,9 +131,16 @@ def test_validate_ptx_version_bad_inputs():
         ptx_isa.validate_ptx_version("8.9", "sm_90", "9.0")
 
 
-@pytest.mark.parametrize("value, expected", [
-    (13000, (13, 0)), (12080, (12, 8)), (12060, (12, 6)), ("13.0", (13, 0)), ((12, 6), (12, 6)),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (13000, (13, 0)),
+        (12080, (12, 8)),
+        (12060, (12, 6)),
+        ("13.0", (13, 0)),
+        ((12, 6), (12, 6)),
+    ],
+)
 def test_driver_version(value, expected):
     assert driver_version(value) == expected
 
