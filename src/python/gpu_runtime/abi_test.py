@@ -165,6 +165,7 @@ def test_alignment_padding_between_scalars():
                      ["u8", "f64", "u16", "u32", "f32", "f32"])
     p = pack_numba_args(k, [1, 2.0, 3, 4, 5 + 6j])
     assert p.offsets == (0, 8, 16, 20, 24, 28)
+    assert p.sizes == (1, 8, 2, 4, 4, 4)
     assert p.image == (b"\x01" + b"\0" * 7 + struct.pack("<d", 2.0) + struct.pack("<h", 3) + b"\0\0"
                        + struct.pack("<i", 4) + struct.pack("<ff", 5, 6))
 
