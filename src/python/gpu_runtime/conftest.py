@@ -25,7 +25,6 @@ from gpu_spec.conftest import (  # noqa: F401 (re-exported for the runtime's tes
 )
 
 
-
 # --------------------------------------------------------------------------------------------
 # Fake device arrays and a fake GPU
 
@@ -60,6 +59,8 @@ class FakeBackend:
         self.load_delay = load_delay
         self.fail_load = fail_load
         self.lock = threading.Lock()
+        # entry -> [(offset, size)] that param_info reports; None (driver too old) otherwise
+        self.param_layouts: Dict[str, List[Tuple[int, int]]] = {}
 
     def device_info(self):
         return self.info
@@ -80,8 +81,14 @@ class FakeBackend:
             self.functions.append((obj[2], entry))
         return ("func", obj[2], entry)
 
+    def param_info(self, func):
+        return self.param_layouts.get(func[2])
+
     def launch(self, func, grid, block, stream, shared_mem, args):
         self.launches.append((func, grid, block, stream, shared_mem, list(args)))
+
+    def synchronize(self):
+        pass
 
 
 @pytest.fixture

@@ -314,7 +314,7 @@ def check_param_layout(cache: Any, kernel: Any, args: List[Any]) -> Optional[str
     """None if our packed layout equals the driver's, else a description of the difference."""
     module, spec = kernel.resolve(*args)
     packed = kernel.pack(*args)
-    func = cache._function(kernel.library, module, spec)
+    func = cache.load_function(kernel.library, module, spec)
     theirs = cache.backend.param_info(func)
     if theirs is None:
         return "unavailable"
@@ -409,7 +409,7 @@ def run_extras(path: Optional[str], results: Results, mem: Memory, backend_facto
     for t in threads:
         t.join()
     cache.backend.synchronize()
-    loads = len(cache._objects)
+    loads = len(cache.loaded_modules())
     good = not errors and all(np.array_equal(mem.to_host(outs[i]), x + i) for i in range(8))
     results.add("passed" if good and loads == 1 else "failed", "concurrent first use from 8 threads",
                 modules_loaded=loads, errors=len(errors))

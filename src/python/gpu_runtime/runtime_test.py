@@ -206,6 +206,21 @@ def test_concurrent_first_use_loads_once(bundle):
     assert len(backend.launches) == 16
 
 
+def test_loaded_modules_and_driver_param_info(cache, fake_backend):
+    out = vec(8)
+    k = cache.kernel("saxpy")
+    assert cache.loaded_modules() == []
+    assert k.param_info(out, 1.0, out, out) is None  # this fake driver cannot tell
+    assert cache.loaded_modules() == ["saxpy/saxpy__0"]
+    (entry,) = [spec.entry for _, spec in k.overloads()]
+    fake_backend.param_layouts[entry] = [(0, 8), (8, 4)]
+    assert k.param_info(out, 1.0, out, out) == [(0, 8), (8, 4)]
+    assert len(fake_backend.loads) == 1
+    packed = k.pack(out, 1.0, out, out)
+    assert packed.sizes == (8,) * 7 + (4,) + (8,) * 14
+    assert packed.offsets[7:9] == (56, 64)
+
+
 def test_load_is_logged(cache, caplog):
     caplog.set_level(logging.INFO, logger="gpu_runtime")
     cache.kernel("sobel_magnitude").load()
