@@ -6,6 +6,10 @@ Each stage is checked against numpy, so running the bundle is also its acceptanc
 
     python3 dist/imaging_h200/app.pex              # the pipeline, checked against numpy
     python3 dist/imaging_h200/app.pex --self-test  # every kernel and signature in the manifest
+
+Exit status: 0 if every check passed, 1 if one failed, 2 if gpu_runtime could not run the
+kernels at all (no bundle cache, no variant for this GPU, a tampered file, no driver), with its
+message on stderr.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from typing import List, Tuple
 import numpy as np
 
 import gpu_runtime
-from gpu_runtime import DeviceArray
+from gpu_runtime import DeviceArray, GpuRuntimeError
 from gpu_runtime.selftest import main as self_test
 from imaging.references import REFERENCES, box_blur_ref, cdiv, sobel_ref
 
 TILE = 16
+EXIT_GPU_ERROR = 2  # not 1, which says that a check ran and failed
 
 
 Results = List[Tuple[str, bool, str]]
@@ -132,9 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
-    if args.self_test:
-        return self_test(rest, references=REFERENCES)
-    return run(args.size)
+    try:
+        if args.self_test:
+            return self_test(rest, references=REFERENCES)
+        return run(args.size)
+    except GpuRuntimeError as e:
+        # gpu_runtime's messages say what is wrong and how to fix it: a traceback adds nothing.
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_GPU_ERROR
 
 
 if __name__ == "__main__":
