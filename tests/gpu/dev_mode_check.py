@@ -1,7 +1,7 @@
 """Dev mode on a GPU: no bundle, so gpu_runtime compiles the sources on first use with the same
 gpu_compiler code the build uses, caches the result, and a second process hits that cache.
 
-    PYTHONPATH=src/python python3 tests/gpu/dev_mode_check.py [--cache-dir DIR]
+    PYTHONPATH=src/python:src/spec python3 tests/gpu/dev_mode_check.py [--cache-dir DIR]
 
 Needs the compile toolchain importable (numba-cuda, NVRTC, nvJitLink); run it twice: the first
 run compiles, the second loads from the dev cache. Prints the timings and a numpy comparison.
