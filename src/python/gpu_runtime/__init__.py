@@ -81,7 +81,19 @@ from gpu_runtime.runtime import Kernel, KernelCache
 from gpu_runtime.selection import Choice, select_variant
 
 __all__ = [
-    "open_cache", "KernelCache", "Kernel", "DeviceArray", "DeviceInfo", "select_variant", "Choice",
-    "GpuRuntimeError", "CacheNotFoundError", "ManifestError", "IntegrityError",
-    "NoCompatibleVariantError", "KernelNotFoundError", "DispatchError", "DeviceError",
+    "open_cache",
+    "KernelCache",
+    "Kernel",
+    "DeviceArray",
+    "DeviceInfo",
+    "select_variant",
+    "Choice",
+    "GpuRuntimeError",
+    "CacheNotFoundError",
+    "ManifestError",
+    "IntegrityError",
+    "NoCompatibleVariantError",
+    "KernelNotFoundError",
+    "DispatchError",
+    "DeviceError",
 ]

@@ -24,7 +24,6 @@ from gpu_spec.conftest import (  # noqa: F401 (re-exported for the runtime's tes
     write_bundle,
 )
 
-
 # --------------------------------------------------------------------------------------------
 # Fake device arrays and a fake GPU
 
@@ -43,15 +42,26 @@ class FakeDeviceArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
-                "strides": self.strides, "version": self.version}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, False),
+            "strides": self.strides,
+            "version": self.version,
+        }
 
 
 class FakeBackend:
     """Records loads and launches instead of touching a GPU."""
 
-    def __init__(self, capability=(9, 0), driver=(13, 0), name="NVIDIA H200", load_delay=0.0,
-                 fail_load: bool = False):
+    def __init__(
+        self,
+        capability=(9, 0),
+        driver=(13, 0),
+        name="NVIDIA H200",
+        load_delay=0.0,
+        fail_load: bool = False,
+    ):
         self.info = DeviceInfo(ordinal=0, name=name, capability=capability, driver_version=driver)
         self.loads: List[Tuple[str, bytes, str]] = []
         self.functions: List[Tuple[str, str]] = []

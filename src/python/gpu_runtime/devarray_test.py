@@ -65,7 +65,14 @@ def driver(monkeypatch):
 def test_round_trip(driver):
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     d = DeviceArray.from_numpy(a)
-    assert (d.shape, d.dtype, d.nbytes, d.strides, d.ndim, len(d)) == ((2, 3, 4), np.float32, 96, (48, 16, 4), 3, 2)
+    assert (d.shape, d.dtype, d.nbytes, d.strides, d.ndim, len(d)) == (
+        (2, 3, 4),
+        np.float32,
+        96,
+        (48, 16, 4),
+        3,
+        2,
+    )
     np.testing.assert_array_equal(d.to_numpy(), a)
 
 
