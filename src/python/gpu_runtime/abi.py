@@ -1,42 +1,24 @@
-"""Kernel arguments: matching them to a signature and packing them, as pure functions.
+"""Kernel arguments, as the runtime uses them: `pack_args` and `select_overload`.
 
 Two ABIs, one module each: "numba" (kernels compiled by numba-cuda, `gpu_runtime.numba_abi`)
 and "c" (CUDA C++ through NVRTC, `gpu_runtime.c_abi`). Both produce a `PackedArgs`
 (`gpu_runtime.params`): the typed values, one per PTX parameter, from which a launch takes
-numpy scalars and tests take the byte image. `gpu_runtime.dispatch` picks among several
+numpy scalars and `Kernel.pack` the byte image. `gpu_runtime.dispatch` picks among several
 signatures of one kernel name; `gpu_runtime.arrays` reads device arrays.
-
-This module is what the runtime calls (`pack_args`, `select_overload`), and the one import for
-code that packs by hand.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from gpu_runtime.arrays import ArrayView, array_view, c_strides, describe_value
 from gpu_runtime.c_abi import pack_c_args
-from gpu_runtime.dispatch import match_score, select_overload
+from gpu_runtime.dispatch import select_overload
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.numba_abi import pack_numba_args
-from gpu_runtime.params import PackedArgs, ParamType, build_image, parse_param_type
+from gpu_runtime.params import PackedArgs
 from gpu_spec.manifest import KernelSpec
 
-__all__ = [
-    "ArrayView",
-    "PackedArgs",
-    "ParamType",
-    "array_view",
-    "build_image",
-    "c_strides",
-    "describe_value",
-    "match_score",
-    "pack_args",
-    "pack_c_args",
-    "pack_numba_args",
-    "parse_param_type",
-    "select_overload",
-]
+__all__ = ["PackedArgs", "pack_args", "select_overload"]
 
 
 def pack_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:

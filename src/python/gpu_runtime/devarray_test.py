@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gpu_runtime import devarray
-from gpu_runtime.abi import array_view
+from gpu_runtime.arrays import array_view
 from gpu_runtime.devarray import DeviceArray, stream_handle
 
 

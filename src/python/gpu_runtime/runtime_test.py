@@ -114,7 +114,7 @@ def test_dispatch_error_lists_signatures(cache):
 
 
 def test_dispatch_on_scalar_types():
-    from gpu_runtime.abi import select_overload
+    from gpu_runtime.dispatch import select_overload
     from gpu_spec.manifest import ArgSpec, KernelSpec
 
     def k(dtype):
@@ -142,7 +142,7 @@ def test_dispatch_on_scalar_types():
 
 
 def test_dispatch_on_dtype_and_ndim():
-    from gpu_runtime.abi import select_overload
+    from gpu_runtime.dispatch import select_overload
     from gpu_spec.manifest import ArgSpec, KernelSpec
 
     ks = [
