@@ -1,6 +1,6 @@
 """DeviceArray against a fake driver whose "device memory" is host memory (no GPU needed).
 
-The real driver calls run in gpu_smoke.py on a GPU.
+The real driver calls run on a GPU: the self-test (`app.pex --self-test`) and tests/gpu/.
 """
 
 from __future__ import annotations
