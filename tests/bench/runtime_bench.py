@@ -127,9 +127,66 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+def first_launch_times(py: str, pex: str, base: dict, in_pex: dict, runs: int) -> dict:
+    """Seconds from process start to the first saxpy launched, `runs` times each way."""
+    starts = {
+        "bundle, cubin": ([py, pex, "-c", FIRST_LAUNCH_BUNDLE], in_pex),
+        "bundle, PTX only (driver JIT)": (
+            [py, pex, "-c", FIRST_LAUNCH_BUNDLE],
+            dict(in_pex, GPU_RUNTIME_PREFER="ptx"),
+        ),
+        "numba-cuda JIT from source": ([py, "-c", FIRST_LAUNCH_NUMBA], base),
+    }
+    return {name: [timed(argv, env) for _ in range(runs)] for name, (argv, env) in starts.items()}
+
+
+def run_inner(
+    tmp: str, name: str, source: str, prefix: list[str], argv: list[str], env: dict, check=True
+) -> tuple[dict | None, subprocess.CompletedProcess]:
+    """Run `source` as `prefix + [script] + argv + [json out]`; (its figures or None, process).
+
+    With `check`, a failure raises and the output is shown; without, it is captured (CuPy may
+    well be missing).
+    """
+    script = os.path.join(tmp, f"inner_{name}.py")
+    with open(script, "w") as f:
+        f.write(source)
+    out = os.path.join(tmp, f"{name}.json")
+    proc = subprocess.run(
+        [*prefix, script, *argv, out], env=env, check=check, capture_output=not check, text=True
+    )
+    if proc.returncode != 0:
+        return None, proc
+    with open(out) as f:
+        return json.load(f), proc
+
+
+def print_tables(results: dict, runs: int, launches: int, cupy_failure: str | None) -> None:
+    med = statistics.median
+    print(
+        f"PEX first run (unpack into PEX_ROOT + first launch): {results['pex_first_run_s']:.2f} s"
+    )
+    print(f"\n| process start to first saxpy launched, median of {runs} | s |\n|---|---|")
+    for name, times in results["first_launch_s"].items():
+        print(f"| {name} | {med(times):.3f} |")
+    print("\n| kernel | load from cubin, ms | load from PTX (JIT), ms |\n|---|---|---|")
+    for name, by_kind in sorted(results["load_ms"].items()):
+        print(f"| {name} | {by_kind['cubin']:.2f} | {by_kind['ptx']:.2f} |")
+    print(
+        f"\n| launch overhead, saxpy n=1024, {launches} async launches, median of 5 "
+        f"| us per call |\n|---|---|"
+    )
+    for name, per_call in results["launch_us"].items():
+        print(f"| {name} | {med(per_call):.2f} |")
+    if cupy_failure is not None:
+        print(f"| CuPy | not installed here ({cupy_failure}) |")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bundle", required=True, help="dist/<bundle> (holds <app>.pex and cache/)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bundle", required=True, help="dist/<bundle> (holds <app>.pex, cache/)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--launches", type=int, default=20000)
     parser.add_argument("--json", help="also write the raw figures here")
@@ -139,54 +196,26 @@ def main() -> None:
     base = dict(os.environ, CUDA_CACHE_DISABLE="1")
     in_pex = dict(base, PEX_INTERPRETER="1")
     py = sys.executable
-    results: dict = {}
-
     # The first run of a PEX unpacks it into PEX_ROOT: report it, then time warm starts.
-    results["pex_first_run_s"] = timed([py, pex, "-c", FIRST_LAUNCH_BUNDLE], in_pex)
-    starts = {
-        "bundle, cubin": ([py, pex, "-c", FIRST_LAUNCH_BUNDLE], in_pex),
-        "bundle, PTX only (driver JIT)": ([py, pex, "-c", FIRST_LAUNCH_BUNDLE], dict(in_pex, GPU_RUNTIME_PREFER="ptx")),
-        "numba-cuda JIT from source": ([py, "-c", FIRST_LAUNCH_NUMBA], base),
-    }
-    results["first_launch_s"] = {
-        name: [timed(argv, env) for _ in range(args.runs)] for name, (argv, env) in starts.items()
-    }
+    results: dict = {"pex_first_run_s": timed([py, pex, "-c", FIRST_LAUNCH_BUNDLE], in_pex)}
+    results["first_launch_s"] = first_launch_times(py, pex, base, in_pex, args.runs)
 
+    launches = str(args.launches)
     with tempfile.TemporaryDirectory() as tmp:
-        script = os.path.join(tmp, "inner_bundle.py")
-        with open(script, "w") as f:
-            f.write(INNER_BUNDLE)
-        subprocess.run([py, pex, script, os.path.join(args.bundle, "cache"), str(args.launches), os.path.join(tmp, "b.json")], env=in_pex, check=True)
-        with open(os.path.join(tmp, "b.json")) as f:
-            bundle = json.load(f)
-        script = os.path.join(tmp, "inner_numba.py")
-        with open(script, "w") as f:
-            f.write(INNER_NUMBA)
-        subprocess.run([py, script, str(args.launches), os.path.join(tmp, "n.json")], env=base, check=True)
-        with open(os.path.join(tmp, "n.json")) as f:
-            numba = json.load(f)
-        script = os.path.join(tmp, "inner_cupy.py")
-        with open(script, "w") as f:
-            f.write(INNER_CUPY)
-        cupy_run = subprocess.run([py, script, str(args.launches), os.path.join(tmp, "c.json")], env=base, capture_output=True, text=True)
-        cupy = json.load(open(os.path.join(tmp, "c.json"))) if cupy_run.returncode == 0 else None
-    results.update(load_ms=bundle["load_ms"], launch_us={"gpu_runtime": bundle["launch_us"], "numba-cuda": numba["launch_us"]})
+        cache_dir = os.path.join(args.bundle, "cache")
+        bundle, _ = run_inner(tmp, "bundle", INNER_BUNDLE, [py, pex], [cache_dir, launches], in_pex)
+        numba, _ = run_inner(tmp, "numba", INNER_NUMBA, [py], [launches], base)
+        cupy, cupy_run = run_inner(tmp, "cupy", INNER_CUPY, [py], [launches], base, check=False)
+    assert bundle is not None and numba is not None  # check=True raised otherwise
+    launch_us = {"gpu_runtime": bundle["launch_us"], "numba-cuda": numba["launch_us"]}
+    results.update(load_ms=bundle["load_ms"], launch_us=launch_us)
+    cupy_failure = None
     if cupy:
         results["launch_us"]["CuPy RawKernel"] = cupy["launch_us"]
-
-    med = statistics.median
-    print(f"PEX first run (unpack into PEX_ROOT + first launch): {results['pex_first_run_s']:.2f} s")
-    print(f"\n| process start to first saxpy launched, median of {args.runs} | s |\n|---|---|")
-    for name, times in results["first_launch_s"].items():
-        print(f"| {name} | {med(times):.3f} |")
-    print("\n| kernel | load from cubin, ms | load from PTX (JIT), ms |\n|---|---|---|")
-    for name, by_kind in sorted(results["load_ms"].items()):
-        print(f"| {name} | {by_kind['cubin']:.2f} | {by_kind['ptx']:.2f} |")
-    print(f"\n| launch overhead, saxpy n=1024, {args.launches} async launches, median of 5 | us per call |\n|---|---|")
-    for name, per_call in results["launch_us"].items():
-        print(f"| {name} | {med(per_call):.2f} |")
-    if not cupy:
-        print(f"| CuPy | not installed here ({cupy_run.stderr.strip().splitlines()[-1] if cupy_run.stderr.strip() else 'failed'}) |")
+    else:
+        err = cupy_run.stderr.strip()
+        cupy_failure = err.splitlines()[-1] if err else "failed"
+    print_tables(results, args.runs, args.launches, cupy_failure)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

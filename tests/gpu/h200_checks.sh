@@ -9,7 +9,7 @@
 # 2. the same bundle with every cubin deleted: it runs from PTX (driver JIT);
 # 3. a cache holding only sm_87 cubins (the Orin bundle's, PTX deleted): the clear error;
 #    the Orin cache as built (sm_87 cubin + PTX ISA 8.5) runs on sm_90 from its PTX;
-# 4. a tampered cubin: refused.
+# 4. a tampered cubin: refused (3a and 4: the app's message and exit status 2).
 # Prints each step's output; exits non-zero if a step that must pass fails.
 set -u
 bundle=$1 orin_cache=$2
@@ -18,6 +18,11 @@ export CUDA_CACHE_DISABLE=1 PYTHONUNBUFFERED=1
 failed=0
 step() { printf '\n=== %s\n' "$*"; }
 must() { "$@" || { echo "FAILED (rc=$?): $*"; failed=1; }; }
+# The app reports a gpu_runtime error (no variant, tampered file...) as its message, exit 2.
+refused() {
+  "$@"; rc=$?
+  [ "$rc" = 2 ] || { echo "FAILED: expected the app's error exit 2, got rc=$rc: $*"; failed=1; }
+}
 
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 python3 --version
@@ -30,16 +35,16 @@ step "2. cubins removed: runs from PTX"
 cp -r "$bundle" "$work/ptx_only" && find "$work/ptx_only/cache" -name '*.cubin' -delete
 must python3 "$work/ptx_only/app.pex" -v
 
-step "3a. cache with only sm_87 cubins: expect the clear error (non-zero exit)"
+step "3a. cache with only sm_87 cubins: expect the clear error (exit 2)"
 cp -r "$orin_cache" "$work/sm87" && find "$work/sm87" -name '*.ptx' -delete
-if GPU_RUNTIME_CACHE="$work/sm87" python3 "$bundle/app.pex"; then echo "FAILED: expected an error"; failed=1; fi
+refused env GPU_RUNTIME_CACHE="$work/sm87" python3 "$bundle/app.pex"
 step "3b. the Orin cache as built (sm_87 cubin + PTX 8.5) on sm_90: runs from PTX"
 must env GPU_RUNTIME_CACHE="$orin_cache" python3 "$bundle/app.pex" -v
 
-step "4. tampered cubin: expect refusal (non-zero exit)"
+step "4. tampered cubin: expect refusal (exit 2)"
 cp -r "$bundle" "$work/tampered"
 printf 'x' >> "$(find "$work/tampered/cache" -name 'saxpy__0.cubin')"
-if python3 "$work/tampered/app.pex"; then echo "FAILED: tampered file accepted"; failed=1; fi
+refused python3 "$work/tampered/app.pex"
 
 rm -rf "$work"
 echo

@@ -32,13 +32,15 @@ API
     `.kernel(name, library=None) -> Kernel`; `.kernel_names()` ("library.kernel" list);
     `.libraries()`; `.choice(library) -> Choice` (the variant picked for this GPU);
     `.preload()` (load everything now); `.verify(all_variants=False)` (sha256 of every file
-    that would load, or of all files); `.describe()`; `.device` (`DeviceInfo`); `.manifest`.
+    that would load, or of all files); `.loaded_modules()` ("library/module" loaded so far);
+    `.describe()`; `.device` (`DeviceInfo`); `.manifest`.
 
 `Kernel`
     `.launch(grid, block, *args, stream=None, shared_mem=0)`: asynchronous, like CUDA.
     `kernel[grid, block]`, `kernel[grid, block, stream]`, `kernel[grid, block, stream, shmem]`.
     `.signatures`; `.resolve(*args)` (which signature would run); `.pack(*args)` (the packed
-    parameter buffer, for debugging); `.load()`.
+    parameter buffer, for debugging); `.param_info(*args)` (the driver's (offset, size) of each
+    parameter, to check `.pack` against); `.load()`.
     Arguments: device arrays through `__cuda_array_interface__` (CuPy, numba, torch,
     `DeviceArray`), numbers, numpy scalars. A kernel compiled for several signatures
     dispatches on dtype, ndim and contiguity; no match raises `DispatchError` listing them.
@@ -55,6 +57,10 @@ API
 Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestError`,
 `IntegrityError` (tampered/missing file, path escaping cache/), `NoCompatibleVariantError`,
 `KernelNotFoundError`, `DispatchError`, `DeviceError`.
+
+Self-test: `gpu_runtime.selftest.main(argv, references)` launches every kernel signature of the
+bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.selftest_inputs`);
+the example app's `--self-test` is that with its own table.
 
 Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
 why), which file each kernel was loaded from and how long the load took.
@@ -81,7 +87,19 @@ from gpu_runtime.runtime import Kernel, KernelCache
 from gpu_runtime.selection import Choice, select_variant
 
 __all__ = [
-    "open_cache", "KernelCache", "Kernel", "DeviceArray", "DeviceInfo", "select_variant", "Choice",
-    "GpuRuntimeError", "CacheNotFoundError", "ManifestError", "IntegrityError",
-    "NoCompatibleVariantError", "KernelNotFoundError", "DispatchError", "DeviceError",
+    "open_cache",
+    "KernelCache",
+    "Kernel",
+    "DeviceArray",
+    "DeviceInfo",
+    "select_variant",
+    "Choice",
+    "GpuRuntimeError",
+    "CacheNotFoundError",
+    "ManifestError",
+    "IntegrityError",
+    "NoCompatibleVariantError",
+    "KernelNotFoundError",
+    "DispatchError",
+    "DeviceError",
 ]

@@ -7,8 +7,10 @@ import struct
 import numpy as np
 import pytest
 
-from gpu_runtime.abi import (array_view, build_image, c_strides, pack_c_args, pack_numba_args,
-                             parse_param_type)
+from gpu_runtime.arrays import array_view, c_strides
+from gpu_runtime.c_abi import pack_c_args
+from gpu_runtime.numba_abi import pack_numba_args
+from gpu_runtime.params import build_image, parse_param_type
 from gpu_runtime.conftest import FakeDeviceArray, numba_array_params
 from gpu_runtime.errors import DispatchError
 from gpu_spec.manifest import ArgSpec, KernelSpec
@@ -23,8 +25,14 @@ def q(*vals: int) -> bytes:
 
 def numba_kernel(args, params=None, name="k"):
     specs = tuple(ArgSpec(**a) for a in args)
-    return KernelSpec(name=name, entry="_Z" + name, abi="numba", signature=None, args=specs,
-                      params=tuple(params) if params is not None else None)
+    return KernelSpec(
+        name=name,
+        entry="_Z" + name,
+        abi="numba",
+        signature=None,
+        args=specs,
+        params=tuple(params) if params is not None else None,
+    )
 
 
 def A(dtype, ndim, layout="C"):
@@ -44,7 +52,15 @@ def test_1d_contiguous():
     p = pack_numba_args(k, [FakeDeviceArray((10,), np.float32, PTR)])
     #           meminfo parent nitems itemsize data  shape stride
     assert p.image == q(0, 0, 10, 4, PTR, 10, 4)
-    assert p.values == (("u64", 0), ("u64", 0), ("s64", 10), ("s64", 4), ("u64", PTR), ("s64", 10), ("s64", 4))
+    assert p.values == (
+        ("u64", 0),
+        ("u64", 0),
+        ("s64", 10),
+        ("s64", 4),
+        ("u64", PTR),
+        ("s64", 10),
+        ("s64", 4),
+    )
     assert p.offsets == tuple(range(0, 56, 8))
 
 
@@ -99,23 +115,38 @@ def test_negative_strides():
 
 def test_empty_and_zero_d():
     k = numba_kernel([A("float32", 2)], numba_array_params(2))
-    assert pack_numba_args(k, [FakeDeviceArray((0, 3), np.float32, 0)]).image == q(0, 0, 0, 4, 0, 0, 3, 12, 4)
+    assert pack_numba_args(k, [FakeDeviceArray((0, 3), np.float32, 0)]).image == q(
+        0, 0, 0, 4, 0, 0, 3, 12, 4
+    )
     k0 = numba_kernel([A("float32", 0)], numba_array_params(0))
     assert pack_numba_args(k0, [FakeDeviceArray((), np.float32, PTR)]).image == q(0, 0, 1, 4, PTR)
 
 
-@pytest.mark.parametrize("shape, strides, layout", [
-    ((10,), None, "C"), ((10,), (4,), "C"), ((10,), (8,), "A"), ((3, 4), (16, 4), "C"),
-    ((3, 4), (4, 12), "F"), ((3, 4), (32, 4), "A"), ((1, 4), (4, 4), "C"), ((4, 1), (4, 4), "C"),
-    ((3, 4), (0, 4), "A"), ((0, 4), (4, 4), "C"),
-])
+@pytest.mark.parametrize(
+    "shape, strides, layout",
+    [
+        ((10,), None, "C"),
+        ((10,), (4,), "C"),
+        ((10,), (8,), "A"),
+        ((3, 4), (16, 4), "C"),
+        ((3, 4), (4, 12), "F"),
+        ((3, 4), (32, 4), "A"),
+        ((1, 4), (4, 4), "C"),
+        ((4, 1), (4, 4), "C"),
+        ((3, 4), (0, 4), "A"),
+        ((0, 4), (4, 4), "C"),
+    ],
+)
 def test_layout_rules(shape, strides, layout):
     assert array_view(FakeDeviceArray(shape, np.float32, PTR, strides)).layout == layout
 
 
 def test_c_layout_signature_refuses_strided_array():
     k = numba_kernel([A("float32", 1, "C")], numba_array_params(1))
-    with pytest.raises(DispatchError, match=r"expected float32\[::1\], got float32\[:\] device array|not C-contiguous"):
+    with pytest.raises(
+        DispatchError,
+        match=r"expected float32\[::1\], got float32\[:\] device array|not C-contiguous",
+    ):
         pack_numba_args(k, [FakeDeviceArray((10,), np.float32, PTR, strides=(8,))])
 
 
@@ -126,7 +157,7 @@ SCALARS = [
     ("int8", -3, [("s8", -3)], struct.pack("<b", -3)),
     ("int16", -300, [("s16", -300)], struct.pack("<h", -300)),
     ("int32", -7, [("s32", -7)], struct.pack("<i", -7)),
-    ("int64", -2**40, [("s64", -2**40)], struct.pack("<q", -2**40)),
+    ("int64", -(2**40), [("s64", -(2**40))], struct.pack("<q", -(2**40))),
     ("uint8", 255, [("u8", 255)], b"\xff"),
     ("uint16", 65535, [("u16", 65535)], b"\xff\xff"),
     ("uint32", 2**32 - 1, [("u32", 2**32 - 1)], b"\xff" * 4),
@@ -148,9 +179,20 @@ SCALARS = [
 def test_scalar_after_array(dtype, value, typed, raw):
     # an array first (7 x 8 bytes), then the scalar: it lands at offset 56, naturally aligned
     nparams = 2 if dtype.startswith("complex") else 1
-    sizes = {"int8": "u8", "uint8": "u8", "bool": "u8", "int16": "u16", "uint16": "u16",
-             "float16": "u16", "int32": "u32", "uint32": "u32", "float32": "f32",
-             "complex64": "f32", "complex128": "f64", "float64": "f64"}
+    sizes = {
+        "int8": "u8",
+        "uint8": "u8",
+        "bool": "u8",
+        "int16": "u16",
+        "uint16": "u16",
+        "float16": "u16",
+        "int32": "u32",
+        "uint32": "u32",
+        "float32": "f32",
+        "complex64": "f32",
+        "complex128": "f64",
+        "float64": "f64",
+    }
     ptx = [sizes.get(dtype, "u64")] * nparams
     k = numba_kernel([A("float32", 1), S(dtype)], numba_array_params(1) + ptx)
     p = pack_numba_args(k, [FakeDeviceArray((4,), np.float32, PTR), value])
@@ -161,15 +203,27 @@ def test_scalar_after_array(dtype, value, typed, raw):
 
 def test_alignment_padding_between_scalars():
     # int8, then float64 (pad to 8), then int16, then int32 (pad to 4), then complex64
-    k = numba_kernel([S("int8"), S("float64"), S("int16"), S("int32"), S("complex64")],
-                     ["u8", "f64", "u16", "u32", "f32", "f32"])
+    k = numba_kernel(
+        [S("int8"), S("float64"), S("int16"), S("int32"), S("complex64")],
+        ["u8", "f64", "u16", "u32", "f32", "f32"],
+    )
     p = pack_numba_args(k, [1, 2.0, 3, 4, 5 + 6j])
     assert p.offsets == (0, 8, 16, 20, 24, 28)
-    assert p.image == (b"\x01" + b"\0" * 7 + struct.pack("<d", 2.0) + struct.pack("<h", 3) + b"\0\0"
-                       + struct.pack("<i", 4) + struct.pack("<ff", 5, 6))
+    assert p.sizes == (1, 8, 2, 4, 4, 4)
+    assert p.image == (
+        b"\x01"
+        + b"\0" * 7
+        + struct.pack("<d", 2.0)
+        + struct.pack("<h", 3)
+        + b"\0\0"
+        + struct.pack("<i", 4)
+        + struct.pack("<ff", 5, 6)
+    )
 
 
-@pytest.mark.parametrize("dtype, value", [("int8", 128), ("uint8", -1), ("uint64", 2**64), ("int32", 2**31)])
+@pytest.mark.parametrize(
+    "dtype, value", [("int8", 128), ("uint8", -1), ("uint64", 2**64), ("int32", 2**31)]
+)
 def test_scalar_out_of_range(dtype, value):
     k = numba_kernel([S(dtype)])
     with pytest.raises(DispatchError, match="does not fit"):
@@ -190,15 +244,27 @@ def test_param_count_mismatch_is_reported():
     with pytest.raises(DispatchError, match="numba ABI gives 7 parameters but the PTX entry"):
         pack_numba_args(k, [FakeDeviceArray((4,), np.float32, PTR)])
     k = numba_kernel([S("float64")], ["f32"])
-    with pytest.raises(DispatchError, match="parameter 0 is f32 in PTX but the numba ABI packs f64"):
+    with pytest.raises(
+        DispatchError, match="parameter 0 is f32 in PTX but the numba ABI packs f64"
+    ):
         pack_numba_args(k, [1.0])
 
 
 def test_launch_args_are_exact_numpy_scalars():
     k = numba_kernel([A("float32", 1), S("float32"), S("bool"), S("int8")])
     args = pack_numba_args(k, [FakeDeviceArray((4,), np.float32, PTR), 2.0, True, -1]).launch_args()
-    assert [type(a) for a in args] == [np.uint64, np.uint64, np.int64, np.int64, np.uint64, np.int64,
-                                       np.int64, np.float32, np.uint8, np.int8]
+    assert [type(a) for a in args] == [
+        np.uint64,
+        np.uint64,
+        np.int64,
+        np.int64,
+        np.uint64,
+        np.int64,
+        np.int64,
+        np.float32,
+        np.uint8,
+        np.int8,
+    ]
     assert b"".join(a.tobytes() for a in args[:7]) == q(0, 0, 4, 4, PTR, 4, 4)
 
 
@@ -262,10 +328,17 @@ def test_c_arg_count():
         pack_c_args(c_kernel(["u64", "u32"]), [1])
 
 
-@pytest.mark.parametrize("text, size, align", [
-    ("u64", 8, 8), (".f32", 4, 4), ("u8", 1, 1), ("align 8 b8[16]", 16, 8), (".align 4 .b8 [12]", 12, 4),
-    ("b8[3]", 3, 1),
-])
+@pytest.mark.parametrize(
+    "text, size, align",
+    [
+        ("u64", 8, 8),
+        (".f32", 4, 4),
+        ("u8", 1, 1),
+        ("align 8 b8[16]", 16, 8),
+        (".align 4 .b8 [12]", 12, 4),
+        ("b8[3]", 3, 1),
+    ],
+)
 def test_parse_param_type(text, size, align):
     pt = parse_param_type(text)
     assert (pt.size, pt.align) == (size, align)

@@ -12,9 +12,14 @@ from gpu_spec.manifest import MANIFEST_NAME
 from gpu_spec.manifest_parse import load_manifest
 
 
-def open_cache(path: Optional[str] = None, *, device: Optional[int] = None,
-               prefer: Optional[str] = None, dev_sources: Any = None,
-               backend: Any = None) -> "KernelCache":
+def open_cache(
+    path: Optional[str] = None,
+    *,
+    device: Optional[int] = None,
+    prefer: Optional[str] = None,
+    dev_sources: Any = None,
+    backend: Any = None,
+) -> "KernelCache":
     """Open the kernel cache of the running bundle (see the gpu_runtime package docstring).
 
     Reads and validates manifest.json only; the GPU is first touched when a kernel is used.

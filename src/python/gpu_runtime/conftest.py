@@ -24,8 +24,6 @@ from gpu_spec.conftest import (  # noqa: F401 (re-exported for the runtime's tes
     write_bundle,
 )
 
-
-
 # --------------------------------------------------------------------------------------------
 # Fake device arrays and a fake GPU
 
@@ -44,15 +42,26 @@ class FakeDeviceArray:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False),
-                "strides": self.strides, "version": self.version}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, False),
+            "strides": self.strides,
+            "version": self.version,
+        }
 
 
 class FakeBackend:
     """Records loads and launches instead of touching a GPU."""
 
-    def __init__(self, capability=(9, 0), driver=(13, 0), name="NVIDIA H200", load_delay=0.0,
-                 fail_load: bool = False):
+    def __init__(
+        self,
+        capability=(9, 0),
+        driver=(13, 0),
+        name="NVIDIA H200",
+        load_delay=0.0,
+        fail_load: bool = False,
+    ):
         self.info = DeviceInfo(ordinal=0, name=name, capability=capability, driver_version=driver)
         self.loads: List[Tuple[str, bytes, str]] = []
         self.functions: List[Tuple[str, str]] = []
@@ -60,6 +69,8 @@ class FakeBackend:
         self.load_delay = load_delay
         self.fail_load = fail_load
         self.lock = threading.Lock()
+        # entry -> [(offset, size)] that param_info reports; None (driver too old) otherwise
+        self.param_layouts: Dict[str, List[Tuple[int, int]]] = {}
 
     def device_info(self):
         return self.info
@@ -80,8 +91,14 @@ class FakeBackend:
             self.functions.append((obj[2], entry))
         return ("func", obj[2], entry)
 
+    def param_info(self, func):
+        return self.param_layouts.get(func[2])
+
     def launch(self, func, grid, block, stream, shared_mem, args):
         self.launches.append((func, grid, block, stream, shared_mem, list(args)))
+
+    def synchronize(self):
+        pass
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from gpu_runtime.device import _core, check, driver_api
+from gpu_runtime.device import check, cuda_core, driver_api
 from gpu_runtime.errors import DeviceError
 
 _current = threading.local()
@@ -36,7 +36,7 @@ def _ensure_context(device: Optional[int]) -> int:
         cached = _current.devices = {}
     if key not in cached:
         try:
-            dev = _core().Device(device)
+            dev = cuda_core().Device(device)
             dev.set_current()
         except DeviceError:
             raise
@@ -47,7 +47,7 @@ def _ensure_context(device: Optional[int]) -> int:
 
 
 def stream_handle(stream: Any) -> int:
-    """Raw CUstream handle of a cuda.core Stream, __cuda_stream__ object, CuPy/numba stream or int."""
+    """Raw CUstream handle of a cuda.core Stream, __cuda_stream__ object, CuPy/numba stream, int."""
     if stream is None:
         return 0
     if isinstance(stream, int):
@@ -74,9 +74,16 @@ class DeviceArray:
 
     __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "__weakref__")
 
-    def __init__(self, shape: Union[int, Sequence[int]], dtype: Any = np.float32, *,
-                 device: Optional[int] = None) -> None:
-        self.shape: Tuple[int, ...] = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+    def __init__(
+        self,
+        shape: Union[int, Sequence[int]],
+        dtype: Any = np.float32,
+        *,
+        device: Optional[int] = None,
+    ) -> None:
+        self.shape: Tuple[int, ...] = (
+            (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+        )
         if any(n < 0 for n in self.shape):
             raise ValueError(f"negative dimension in shape {self.shape}")
         self.dtype = np.dtype(dtype)
@@ -88,17 +95,30 @@ class DeviceArray:
         if nbytes:
             ptr = check(driver_api().cuMemAlloc(nbytes), f"cuMemAlloc({nbytes})")
             self._ptr = int(ptr)
-        self._finalizer = weakref.finalize(self, _free, self._ptr, self._device) if self._ptr else None
+        self._finalizer = (
+            weakref.finalize(self, _free, self._ptr, self._device) if self._ptr else None
+        )
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def empty(cls, shape: Union[int, Sequence[int]], dtype: Any = np.float32, *,
-              device: Optional[int] = None) -> "DeviceArray":
+    def empty(
+        cls,
+        shape: Union[int, Sequence[int]],
+        dtype: Any = np.float32,
+        *,
+        device: Optional[int] = None,
+    ) -> "DeviceArray":
         return cls(shape, dtype, device=device)
 
     @classmethod
-    def zeros(cls, shape: Union[int, Sequence[int]], dtype: Any = np.float32, *,
-              device: Optional[int] = None, stream: Any = None) -> "DeviceArray":
+    def zeros(
+        cls,
+        shape: Union[int, Sequence[int]],
+        dtype: Any = np.float32,
+        *,
+        device: Optional[int] = None,
+        stream: Any = None,
+    ) -> "DeviceArray":
         arr = cls(shape, dtype, device=device)
         if arr.nbytes:
             h = stream_handle(stream)
@@ -108,7 +128,9 @@ class DeviceArray:
         return arr
 
     @classmethod
-    def from_numpy(cls, array: Any, *, device: Optional[int] = None, stream: Any = None) -> "DeviceArray":
+    def from_numpy(
+        cls, array: Any, *, device: Optional[int] = None, stream: Any = None
+    ) -> "DeviceArray":
         host = np.ascontiguousarray(array)
         arr = cls(host.shape, host.dtype, device=device)
         arr.copy_from_numpy(host, stream=stream)
@@ -197,4 +219,7 @@ class DeviceArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr=0x{self._ptr:x}, device={self._device})"
+        return (
+            f"DeviceArray(shape={self.shape}, dtype={self.dtype}, ptr=0x{self._ptr:x}, "
+            f"device={self._device})"
+        )

@@ -1,6 +1,6 @@
 """DeviceArray against a fake driver whose "device memory" is host memory (no GPU needed).
 
-The real driver calls run in gpu_smoke.py on a GPU.
+The real driver calls run on a GPU: the self-test (`app.pex --self-test`) and tests/gpu/.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from gpu_runtime import devarray
-from gpu_runtime.abi import array_view
+from gpu_runtime.arrays import array_view
 from gpu_runtime.devarray import DeviceArray, stream_handle
 
 
@@ -65,7 +65,14 @@ def driver(monkeypatch):
 def test_round_trip(driver):
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     d = DeviceArray.from_numpy(a)
-    assert (d.shape, d.dtype, d.nbytes, d.strides, d.ndim, len(d)) == ((2, 3, 4), np.float32, 96, (48, 16, 4), 3, 2)
+    assert (d.shape, d.dtype, d.nbytes, d.strides, d.ndim, len(d)) == (
+        (2, 3, 4),
+        np.float32,
+        96,
+        (48, 16, 4),
+        3,
+        2,
+    )
     np.testing.assert_array_equal(d.to_numpy(), a)
 
 

@@ -25,37 +25,34 @@ class DeviceInfo:
         return f"sm_{self.capability[0]}{self.capability[1]}"
 
     def describe(self) -> str:
-        return (f"{self.name} ({self.sm}), driver supports CUDA "
-                f"{self.driver_version[0]}.{self.driver_version[1]}")
+        return (
+            f"{self.name} ({self.sm}), driver supports CUDA "
+            f"{self.driver_version[0]}.{self.driver_version[1]}"
+        )
 
 
-def _core():
-    """cuda.core's public names (1.x: top level; 0.x: cuda.core.experimental)."""
+def cuda_core():
+    """The `cuda.core` module, imported on first use (cuda-core >= 1.2: names at its top level).
+
+    Lazy so that opening a cache, and everything the tests run through a fake backend, needs no
+    CUDA installation.
+    """
     try:
         import cuda.core as core
-
-        core.Device  # noqa: B018 - 1.x exports it at the top level
-        return core
-    except (ImportError, AttributeError):
-        pass
-    try:
-        import cuda.core.experimental as core  # type: ignore[no-redef]
-
-        return core
     except ImportError as e:
         raise DeviceError(
             f"cuda.core is not importable ({e}); the device app needs cuda-core and "
-            f"cuda-bindings in its PEX") from e
+            f"cuda-bindings in its PEX"
+        ) from e
+    return core
 
 
 def driver_api():
+    """`cuda.bindings.driver`, imported on first use (cuda-bindings 12.9 and 13.x have it)."""
     try:
         from cuda.bindings import driver
-    except ImportError:
-        try:
-            from cuda import cuda as driver  # type: ignore[no-redef]  # pants: no-infer-dep
-        except ImportError as e:
-            raise DeviceError(f"cuda.bindings is not importable: {e}") from e
+    except ImportError as e:
+        raise DeviceError(f"cuda.bindings is not importable: {e}") from e
     return driver
 
 
@@ -105,17 +102,19 @@ class CudaBackend:
         """The cuda.core Device, made current on the calling thread."""
         dev = getattr(self._local, "device", None)
         if dev is None:
-            core = _core()
+            core = cuda_core()
             try:
                 dev = core.Device(self._ordinal)
                 dev.set_current()
             except DeviceError:
                 raise
             except Exception as e:
+                ordinal = self._ordinal if self._ordinal is not None else 0
                 raise DeviceError(
-                    f"no usable CUDA device (device {self._ordinal if self._ordinal is not None else 0}):"
+                    f"no usable CUDA device (device {ordinal}):"
                     f" {type(e).__name__}: {e}. Is the NVIDIA driver installed and a GPU visible "
-                    f"(nvidia-smi, CUDA_VISIBLE_DEVICES)?") from e
+                    f"(nvidia-smi, CUDA_VISIBLE_DEVICES)?"
+                ) from e
             if self._ordinal is None:  # other threads must use the same device
                 self._ordinal = int(dev.device_id)
             self._local.device = dev
@@ -127,15 +126,18 @@ class CudaBackend:
                 if self._info is None:
                     dev = self.device()
                     cc = dev.compute_capability
-                    self._info = DeviceInfo(ordinal=int(dev.device_id), name=str(dev.name),
-                                            capability=(int(cc[0]), int(cc[1])),
-                                            driver_version=driver_version())
+                    self._info = DeviceInfo(
+                        ordinal=int(dev.device_id),
+                        name=str(dev.name),
+                        capability=(int(cc[0]), int(cc[1])),
+                        driver_version=driver_version(),
+                    )
         return self._info
 
     # -- code -------------------------------------------------------------------------------
     def load(self, kind: str, data: bytes, name: str) -> Any:
         self.device()
-        core = _core()
+        core = cuda_core()
         factory = core.ObjectCode.from_cubin if kind == "cubin" else core.ObjectCode.from_ptx
         return factory(data, name=name)
 
@@ -144,22 +146,19 @@ class CudaBackend:
         return obj.get_kernel(entry)  # loads the library (and JITs PTX) on first use
 
     def param_info(self, func: Any) -> Optional[List[Tuple[int, int]]]:
-        """[(offset, size)] of the kernel's parameters as the driver sees them (driver >= 12.4)."""
+        """[(offset, size)] of the kernel's parameters as the driver sees them.
+
+        None where the driver cannot tell (cuFuncGetParamInfo needs a CUDA 12.4+ driver).
+        """
         try:
             infos = list(func.arguments_info)
         except Exception:
             return None
-        out = []
-        for p in infos:
-            if hasattr(p, "offset"):
-                out.append((int(p.offset), int(p.size)))
-            else:
-                out.append((int(p[0]), int(p[1])))
-        return out
+        return [(int(p.offset), int(p.size)) for p in infos]
 
     # -- launch -----------------------------------------------------------------------------
     def stream(self, stream: Any) -> Any:
-        core = _core()
+        core = cuda_core()
         dev = self.device()
         if stream is None:
             return dev.default_stream
@@ -174,16 +173,19 @@ class CudaBackend:
             if handle is None:
                 handle = getattr(stream, "ptr", None)
             if handle is None:
-                raise DeviceError(f"cannot use {type(stream).__name__} as a CUDA stream (expected a "
-                                  f"cuda.core Stream, an object with __cuda_stream__, or a handle)")
+                raise DeviceError(
+                    f"cannot use {type(stream).__name__} as a CUDA stream (expected a "
+                    f"cuda.core Stream, an object with __cuda_stream__, or a handle)"
+                )
             handle = int(getattr(handle, "value", handle) or 0)
         if int(handle) == 0:
             return dev.default_stream
         return core.Stream.from_handle(int(handle))
 
-    def launch(self, func: Any, grid: Any, block: Any, stream: Any, shared_mem: int,
-               args: Sequence[Any]) -> None:
-        core = _core()
+    def launch(
+        self, func: Any, grid: Any, block: Any, stream: Any, shared_mem: int, args: Sequence[Any]
+    ) -> None:
+        core = cuda_core()
         s = self.stream(stream)
         key = (grid, block, shared_mem)
         try:

@@ -1,4 +1,5 @@
-"""Dev mode with a fake compiler (the real one needs the cuda13 toolchain: see gpu_smoke.py)."""
+"""Dev mode with a fake compiler (the real one needs the cuda13 toolchain: see
+tests/gpu/dev_mode_check.py)."""
 
 from __future__ import annotations
 

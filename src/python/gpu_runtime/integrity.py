@@ -25,7 +25,8 @@ def resolve_in_cache(root: "str | os.PathLike[str]", relpath: str) -> str:
     if os.path.commonpath([real_root, real]) != real_root or real == real_root:
         raise IntegrityError(
             f"refusing manifest path {relpath!r}: it resolves to {real}, outside the cache "
-            f"directory {real_root} (symlink escape)")
+            f"directory {real_root} (symlink escape)"
+        )
     return real
 
 
@@ -33,8 +34,12 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_verified(root: "str | os.PathLike[str]", relpath: str, files: Mapping[str, str],
-                  expected: Optional[str] = None) -> bytes:
+def read_verified(
+    root: "str | os.PathLike[str]",
+    relpath: str,
+    files: Mapping[str, str],
+    expected: Optional[str] = None,
+) -> bytes:
     """Bytes of cache file `relpath` after checking its path and its sha256.
 
     The digest is `files[relpath]` (the manifest's "files"), or `expected` when given. The same
@@ -42,7 +47,9 @@ def read_verified(root: "str | os.PathLike[str]", relpath: str, files: Mapping[s
     """
     digest = expected if expected is not None else files.get(relpath)
     if digest is None:
-        raise IntegrityError(f"{relpath!r} is not listed in the manifest's \"files\"; refusing to load it")
+        raise IntegrityError(
+            f'{relpath!r} is not listed in the manifest\'s "files"; refusing to load it'
+        )
     path = resolve_in_cache(root, relpath)
     try:
         with open(path, "rb") as f:
@@ -50,13 +57,16 @@ def read_verified(root: "str | os.PathLike[str]", relpath: str, files: Mapping[s
     except FileNotFoundError:
         raise IntegrityError(
             f"missing cache file {relpath} (looked for {path}); the bundle is incomplete: "
-            f"copy the whole dist/<bundle>/ directory, or rebuild it with `pants package`") from None
+            f"copy the whole dist/<bundle>/ directory, or rebuild it with `pants package`"
+        ) from None
     except OSError as e:
         raise IntegrityError(f"cannot read cache file {path}: {e.strerror or e}") from e
     actual = sha256_bytes(data)
     if actual != digest:
         raise IntegrityError(
-            f"cache file {relpath} does not match the manifest (sha256 {actual}, expected {digest});"
-            f" it was modified or corrupted after the bundle was built. Refusing to load it; "
-            f"rebuild the bundle with `pants package`")
+            f"cache file {relpath} does not match the manifest (sha256 {actual}, "
+            f"expected {digest}); it was modified or corrupted after the bundle was built. "
+            f"Refusing to load it; "
+            f"rebuild the bundle with `pants package`"
+        )
     return data

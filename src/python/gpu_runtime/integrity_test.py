@@ -29,12 +29,16 @@ def test_tampered_file_is_refused(bundle):
     with pytest.raises(IntegrityError) as e:
         read_verified(bundle, SAXPY_CUBIN, _files(bundle))
     msg = str(e.value)
-    assert "does not match the manifest" in msg and SAXPY_CUBIN in msg and "Refusing to load it" in msg
+    assert (
+        "does not match the manifest" in msg and SAXPY_CUBIN in msg and "Refusing to load it" in msg
+    )
 
 
 def test_missing_file_is_refused(bundle):
     os.remove(os.path.join(bundle, SAXPY_CUBIN))
-    with pytest.raises(IntegrityError, match="missing cache file saxpy/cuda13/sm_90/saxpy__0.cubin"):
+    with pytest.raises(
+        IntegrityError, match="missing cache file saxpy/cuda13/sm_90/saxpy__0.cubin"
+    ):
         read_verified(bundle, SAXPY_CUBIN, _files(bundle))
 
 
@@ -43,13 +47,16 @@ def test_unlisted_file_is_refused(bundle):
         read_verified(bundle, "saxpy/cuda13/sm_90/other.cubin", _files(bundle))
 
 
-@pytest.mark.parametrize("path, why", [
-    ("../x", "contains '..'"),
-    ("saxpy/../../x", "contains '..'"),
-    ("/etc/passwd", "is absolute"),
-    ("saxpy//x", "empty"),
-    ("saxpy\\x", "backslash"),
-])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("../x", "contains '..'"),
+        ("saxpy/../../x", "contains '..'"),
+        ("/etc/passwd", "is absolute"),
+        ("saxpy//x", "empty"),
+        ("saxpy\\x", "backslash"),
+    ],
+)
 def test_path_escapes_are_refused(bundle, path, why):
     with pytest.raises(IntegrityError, match=why):
         resolve_in_cache(bundle, path)
@@ -63,8 +70,11 @@ def test_symlinked_file_escaping_cache_is_refused(bundle, tmp_path):
     link = os.path.join(bundle, "saxpy", "cuda13", "sm_90", "evil.cubin")
     os.symlink(str(outside), link)
     with pytest.raises(IntegrityError, match="outside the cache directory .*symlink escape"):
-        read_verified(bundle, "saxpy/cuda13/sm_90/evil.cubin",
-                      {"saxpy/cuda13/sm_90/evil.cubin": hashlib.sha256(b"evil").hexdigest()})
+        read_verified(
+            bundle,
+            "saxpy/cuda13/sm_90/evil.cubin",
+            {"saxpy/cuda13/sm_90/evil.cubin": hashlib.sha256(b"evil").hexdigest()},
+        )
 
 
 def test_symlinked_directory_escaping_cache_is_refused(bundle, tmp_path):

@@ -20,8 +20,11 @@ def _as_cache_dir(path: str) -> str:
     return os.path.abspath(path)
 
 
-def candidate_locations(path: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
-                        argv0: Optional[str] = None) -> List[Tuple[str, str, bool]]:
+def candidate_locations(
+    path: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    argv0: Optional[str] = None,
+) -> List[Tuple[str, str, bool]]:
     """Where to look, in order: [(how it was found, directory, explicit)].
 
     Explicit locations (the `path` argument, $GPU_RUNTIME_CACHE) must exist; the others are
@@ -36,8 +39,13 @@ def candidate_locations(path: Optional[str] = None, environ: Optional[Mapping[st
     out: List[Tuple[str, str, bool]] = []
     pex = env.get("PEX")
     if pex:
-        out.append(("beside the running PEX ($PEX)",
-                    os.path.join(os.path.dirname(os.path.abspath(pex)), "cache"), False))
+        out.append(
+            (
+                "beside the running PEX ($PEX)",
+                os.path.join(os.path.dirname(os.path.abspath(pex)), "cache"),
+                False,
+            )
+        )
     argv0 = sys.argv[0] if argv0 is None else argv0
     if argv0 and argv0 not in ("-c", "-m", "-"):
         d = os.path.join(os.path.dirname(os.path.abspath(argv0)), "cache")
@@ -46,8 +54,11 @@ def candidate_locations(path: Optional[str] = None, environ: Optional[Mapping[st
     return out
 
 
-def find_cache(path: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
-               argv0: Optional[str] = None) -> Optional[str]:
+def find_cache(
+    path: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    argv0: Optional[str] = None,
+) -> Optional[str]:
     """The cache directory (holding manifest.json), or None if no candidate has one.
 
     Raises CacheNotFoundError if an explicit location (argument or $GPU_RUNTIME_CACHE) has no
@@ -59,18 +70,25 @@ def find_cache(path: Optional[str] = None, environ: Optional[Mapping[str, str]] 
         if explicit:
             raise CacheNotFoundError(
                 f"no {MANIFEST_NAME} in {d} (given as the {how}); point it at the cache/ "
-                f"directory of a device bundle built with `pants package`")
+                f"directory of a device bundle built with `pants package`"
+            )
     return None
 
 
-def not_found_message(environ: Optional[Mapping[str, str]] = None, argv0: Optional[str] = None) -> str:
+def not_found_message(
+    environ: Optional[Mapping[str, str]] = None, argv0: Optional[str] = None
+) -> str:
     tried = candidate_locations(None, environ, argv0)
     lines = ["No GPU kernel cache found (cache/manifest.json of a device bundle)."]
     if tried:
         lines.append("  looked in: " + "; ".join(f"{d} ({how})" for how, d, _ in tried))
-    lines.append(f"  fix: run the app from its bundle (dist/<bundle>/, built by `pants package`), "
-                 f"or set ${ENV_CACHE} to the bundle's cache/ directory;")
-    lines.append(f"  for development without a bundle, set ${ENV_DEV_SOURCES} to kernel source files"
-                 f" or directories (os.pathsep-separated), or pass dev_sources= to open_cache(), to "
-                 f"compile on first use with gpu_compiler")
+    lines.append(
+        f"  fix: run the app from its bundle (dist/<bundle>/, built by `pants package`), "
+        f"or set ${ENV_CACHE} to the bundle's cache/ directory;"
+    )
+    lines.append(
+        f"  for development without a bundle, set ${ENV_DEV_SOURCES} to kernel source files"
+        f" or directories (os.pathsep-separated), or pass dev_sources= to open_cache(), to "
+        f"compile on first use with gpu_compiler"
+    )
     return "\n".join(lines)

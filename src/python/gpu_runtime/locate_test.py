@@ -60,8 +60,14 @@ def test_env_var_points_elsewhere(bundle, tmp_path):
 
 
 def test_env_var_without_manifest_is_an_error_not_a_fallback(bundle, tmp_path):
-    env = {"GPU_RUNTIME_CACHE": str(tmp_path / "empty"), "PEX": os.path.join(os.path.dirname(bundle), "app.pex")}
-    with pytest.raises(CacheNotFoundError, match=r"no manifest.json in .*empty \(given as the \$GPU_RUNTIME_CACHE\)"):
+    env = {
+        "GPU_RUNTIME_CACHE": str(tmp_path / "empty"),
+        "PEX": os.path.join(os.path.dirname(bundle), "app.pex"),
+    }
+    with pytest.raises(
+        CacheNotFoundError,
+        match=r"no manifest.json in .*empty \(given as the \$GPU_RUNTIME_CACHE\)",
+    ):
         find_cache(environ=env)
 
 

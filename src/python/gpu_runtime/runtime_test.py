@@ -10,9 +10,13 @@ import numpy as np
 import pytest
 
 import gpu_runtime
-from gpu_runtime.conftest import (SAXPY2, FakeBackend, FakeDeviceArray, library_specs, write_bundle)
-from gpu_runtime.errors import (DispatchError, GpuRuntimeError, KernelNotFoundError,
-                                NoCompatibleVariantError)
+from gpu_runtime.conftest import SAXPY2, FakeBackend, FakeDeviceArray, library_specs, write_bundle
+from gpu_runtime.errors import (
+    DispatchError,
+    GpuRuntimeError,
+    KernelNotFoundError,
+    NoCompatibleVariantError,
+)
 
 PTR = 0x7F00_0000_0000
 
@@ -50,9 +54,13 @@ def test_unknown_kernel_lists_candidates(cache):
 
 
 def test_ambiguous_name_lists_qualified_candidates(tmp_path):
-    specs = library_specs(["saxpy", "saxpy64"], extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)})
+    specs = library_specs(
+        ["saxpy", "saxpy64"], extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)}
+    )
     c = gpu_runtime.open_cache(write_bundle(str(tmp_path), specs), backend=FakeBackend())
-    with pytest.raises(KernelNotFoundError, match="ambiguous .* use one of saxpy.saxpy, saxpy64.saxpy"):
+    with pytest.raises(
+        KernelNotFoundError, match="ambiguous .* use one of saxpy.saxpy, saxpy64.saxpy"
+    ):
         c.kernel("saxpy")
     assert c.kernel("saxpy64.saxpy").library == "saxpy64"
 
@@ -63,8 +71,10 @@ def test_signatures_and_describe_need_no_gpu(bundle):
             raise AssertionError("GPU touched")
 
     c = gpu_runtime.open_cache(bundle, backend=NoGpu())
-    assert c.kernel("histogram_256").signatures == ["histogram_256(uint8[::1], uint32[::1])",
-                                                    "histogram_256(uint8[:], uint32[::1])"]
+    assert c.kernel("histogram_256").signatures == [
+        "histogram_256(uint8[::1], uint32[::1])",
+        "histogram_256(uint8[:], uint32[::1])",
+    ]
     assert "matmul<float, 16>: matmul<float, 16>(u64, u64, u64, u32, u32, u32)" in c.describe()
 
 
@@ -87,20 +97,34 @@ def test_dispatch_error_lists_signatures(cache):
     with pytest.raises(DispatchError) as e:
         h.launch(1, 256, vec(100, "float32"), vec(256, "uint32"))
     msg = str(e.value)
-    assert "no signature of kernel 'histogram.histogram_256' matches the arguments (float32[::1] device array, uint32[::1] device array)" in msg
-    assert "histogram_256(uint8[::1], uint32[::1]): argument 0 is float32[::1] device array, not uint8[::1]" in msg
-    assert "histogram_256(uint8[:], uint32[::1]): argument 0 is float32[::1] device array, not uint8[:]" in msg
+    assert (
+        "no signature of kernel 'histogram.histogram_256' matches the arguments "
+        "(float32[::1] device array, uint32[::1] device array)" in msg
+    )
+    assert (
+        "histogram_256(uint8[::1], uint32[::1]): argument 0 is float32[::1] device array, "
+        "not uint8[::1]" in msg
+    )
+    assert (
+        "histogram_256(uint8[:], uint32[::1]): argument 0 is float32[::1] device array, "
+        "not uint8[:]" in msg
+    )
     with pytest.raises(DispatchError, match="takes 2 arguments, got 1"):
         h.launch(1, 256, vec(100, "uint8"))
 
 
 def test_dispatch_on_scalar_types():
-    from gpu_runtime.abi import select_overload
+    from gpu_runtime.dispatch import select_overload
     from gpu_spec.manifest import ArgSpec, KernelSpec
 
     def k(dtype):
-        return KernelSpec(name="f", entry=dtype, abi="numba", signature=f"void({dtype})",
-                          args=(ArgSpec("scalar", dtype),))
+        return KernelSpec(
+            name="f",
+            entry=dtype,
+            abi="numba",
+            signature=f"void({dtype})",
+            args=(ArgSpec("scalar", dtype),),
+        )
 
     ks = [k("int32"), k("int64"), k("float32"), k("float64"), k("complex128"), k("bool")]
     pick = lambda v: select_overload(ks, [v]).entry  # noqa: E731
@@ -118,15 +142,23 @@ def test_dispatch_on_scalar_types():
 
 
 def test_dispatch_on_dtype_and_ndim():
-    from gpu_runtime.abi import select_overload
+    from gpu_runtime.dispatch import select_overload
     from gpu_spec.manifest import ArgSpec, KernelSpec
 
-    ks = [KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, l),))
-          for e, d, n, l in [("f1C", "float32", 1, "C"), ("f2C", "float32", 2, "C"),
-                             ("d2A", "float64", 2, "A"), ("d2C", "float64", 2, "C")]]
+    ks = [
+        KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, l),))
+        for e, d, n, l in [
+            ("f1C", "float32", 1, "C"),
+            ("f2C", "float32", 2, "C"),
+            ("d2A", "float64", 2, "A"),
+            ("d2C", "float64", 2, "C"),
+        ]
+    ]
     assert select_overload(ks, [FakeDeviceArray((3,), "f4")]).entry == "f1C"
     assert select_overload(ks, [FakeDeviceArray((3, 4), "f4")]).entry == "f2C"
-    assert select_overload(ks, [FakeDeviceArray((3, 4), "f8")]).entry == "d2C"  # exact layout beats "A"
+    assert (
+        select_overload(ks, [FakeDeviceArray((3, 4), "f8")]).entry == "d2C"
+    )  # exact layout beats "A"
     assert select_overload(ks, [FakeDeviceArray((3, 4), "f8", strides=(64, 8))]).entry == "d2A"
     with pytest.raises(DispatchError, match=r"f\(float32\[:, ::1\]\)|argument 0 is"):
         select_overload(ks, [FakeDeviceArray((3, 4, 5), "f4")])
@@ -160,7 +192,9 @@ def test_launch_c_kernel(cache, fake_backend):
     a, b, c = vec(256, ptr=PTR), vec(256, ptr=PTR + 1024), vec(256, ptr=PTR + 2048)
     cache.kernel("matmul<float, 16>").launch((1, 1), (16, 16), a, b, c, 16, 16, 16)
     args = fake_backend.launches[0][5]
-    assert b"".join(x.tobytes() for x in args) == struct.pack("<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16)
+    assert b"".join(x.tobytes() for x in args) == struct.pack(
+        "<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16
+    )
 
 
 def test_pack_for_debugging(cache):
@@ -206,11 +240,29 @@ def test_concurrent_first_use_loads_once(bundle):
     assert len(backend.launches) == 16
 
 
+def test_loaded_modules_and_driver_param_info(cache, fake_backend):
+    out = vec(8)
+    k = cache.kernel("saxpy")
+    assert cache.loaded_modules() == []
+    assert k.param_info(out, 1.0, out, out) is None  # this fake driver cannot tell
+    assert cache.loaded_modules() == ["saxpy/saxpy__0"]
+    (entry,) = [spec.entry for _, spec in k.overloads()]
+    fake_backend.param_layouts[entry] = [(0, 8), (8, 4)]
+    assert k.param_info(out, 1.0, out, out) == [(0, 8), (8, 4)]
+    assert len(fake_backend.loads) == 1
+    packed = k.pack(out, 1.0, out, out)
+    assert packed.sizes == (8,) * 7 + (4,) + (8,) * 14
+    assert packed.offsets[7:9] == (56, 64)
+
+
 def test_load_is_logged(cache, caplog):
     caplog.set_level(logging.INFO, logger="gpu_runtime")
     cache.kernel("sobel_magnitude").load()
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "gpu_runtime")
-    assert "sobel: using cubin sm_90 (toolchain cuda13) on NVIDIA H200 (sm_90), driver supports CUDA 13.0: exact cubin for sm_90" in text
+    assert (
+        "sobel: using cubin sm_90 (toolchain cuda13) on NVIDIA H200 (sm_90), driver supports "
+        "CUDA 13.0: exact cubin for sm_90" in text
+    )
     assert "loaded sobel.sobel_magnitude from cubin sm_90 " in text
     assert "sobel/cuda13/sm_90/sobel.cubin (sobel) in " in text and " ms (read+verify " in text
 
@@ -220,7 +272,9 @@ def test_ptx_fallback_and_prefer(bundle, caplog):
     b = FakeBackend(capability=(10, 0), driver=(13, 0), name="B200")
     c = gpu_runtime.open_cache(bundle, backend=b)
     c.kernel("saxpy").load()
-    assert b.loads[0][0] == "ptx" and b.loads[0][1].startswith(b"// fake ptx of saxpy/saxpy__0 for sm_90")
+    assert b.loads[0][0] == "ptx" and b.loads[0][1].startswith(
+        b"// fake ptx of saxpy/saxpy__0 for sm_90"
+    )
     assert "JIT-compiling PTX sm_90" in caplog.text
 
     b2 = FakeBackend()
@@ -251,15 +305,24 @@ def test_no_compatible_variant_error_at_first_use(bundle):
 
 def test_backend_load_failure_is_wrapped(bundle):
     c = gpu_runtime.open_cache(bundle, backend=FakeBackend(fail_load=True))
-    with pytest.raises(GpuRuntimeError, match="loading cubin saxpy/cuda13/sm_90/saxpy__0.cubin failed: RuntimeError: CUDA_ERROR_INVALID_IMAGE"):
+    with pytest.raises(
+        GpuRuntimeError,
+        match="loading cubin saxpy/cuda13/sm_90/saxpy__0.cubin failed: "
+        "RuntimeError: CUDA_ERROR_INVALID_IMAGE",
+    ):
         c.kernel("saxpy").load()
 
 
 def test_preload_loads_every_selected_module(cache, fake_backend):
     cache.preload()
     assert sorted(name for _, _, name in fake_backend.loads) == [
-        "histogram/histogram_256__0", "histogram/histogram_256__1", "histogram/sum_f32__0",
-        "matmul/matmul", "saxpy/saxpy__0", "sobel/sobel"]
+        "histogram/histogram_256__0",
+        "histogram/histogram_256__1",
+        "histogram/sum_f32__0",
+        "matmul/matmul",
+        "saxpy/saxpy__0",
+        "sobel/sobel",
+    ]
     # matmul's two kernels share one module: loaded once, two functions
     assert sum(1 for n, _ in fake_backend.functions if n == "matmul/matmul") == 2
 
@@ -277,7 +340,10 @@ def test_warns_when_driver_is_older_than_the_bundle_target(bundle, caplog):
     c = gpu_runtime.open_cache(bundle, backend=b)
     with pytest.raises(NoCompatibleVariantError):
         c.kernel("saxpy").load()
-    assert "bundle 'imaging_h200' was built for a CUDA 13.0 driver; this device's driver supports CUDA 12.8" in caplog.text
+    assert (
+        "bundle 'imaging_h200' was built for a CUDA 13.0 driver; this device's driver "
+        "supports CUDA 12.8" in caplog.text
+    )
 
 
 def test_library_accessor(cache):

@@ -1,0 +1,120 @@
+"""`Kernel`: one kernel name of one library, dispatching over its signatures and launching."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+from gpu_runtime import abi
+from gpu_runtime.errors import DispatchError, KernelNotFoundError
+from gpu_spec.manifest import KernelSpec, Library, ModuleSpec
+
+if TYPE_CHECKING:  # runtime imports this module
+    from gpu_runtime.runtime import KernelCache
+
+
+class Kernel:
+    """One kernel name of one library; dispatches over its signatures.
+
+    `kernel.launch(grid, block, *args, stream=None, shared_mem=0)` or numba style
+    `kernel[grid, block](*args)` / `kernel[grid, block, stream, shared_mem](*args)`.
+    """
+
+    def __init__(self, cache: "KernelCache", library: Library, name: str) -> None:
+        self._cache = cache
+        self._library = library
+        self.name = name
+        self._overloads: Optional[List[Tuple[ModuleSpec, KernelSpec]]] = None
+
+    @property
+    def library(self) -> str:
+        return self._library.name
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self._library.name}.{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.qualified_name}>"
+
+    @property
+    def signatures(self) -> List[str]:
+        """The signatures known for this kernel (from the manifest; no GPU needed)."""
+        seen: Dict[str, None] = {}
+        for v in self._library.variants:
+            for m in v.modules:
+                for k in m.kernels:
+                    if k.name == self.name:
+                        seen.setdefault(k.describe(), None)
+        return list(seen)
+
+    def overloads(self) -> List[Tuple[ModuleSpec, KernelSpec]]:
+        """(module, kernel) pairs of the variant chosen for this device."""
+        if self._overloads is None:
+            ch = self._cache.choice(self._library.name)
+            found = [(m, k) for m in ch.variant.modules for k in m.kernels if k.name == self.name]
+            if not found:
+                raise KernelNotFoundError(
+                    f"kernel {self.qualified_name} is missing from the chosen variant "
+                    f"{ch.capability}/{ch.variant.toolchain} of library {self.library}"
+                )
+            self._overloads = found
+        return self._overloads
+
+    def load(self) -> None:
+        """Load every signature now (otherwise each loads on its first launch)."""
+        for module, spec in self.overloads():
+            self._cache.load_function(self._library.name, module, spec)
+
+    def resolve(self, *args: Any) -> Tuple[ModuleSpec, KernelSpec]:
+        """The (module, signature) these arguments would launch; DispatchError if none fits."""
+        ovl = self.overloads()
+        spec = abi.select_overload([k for _, k in ovl], args, self.qualified_name)
+        for m, k in ovl:
+            if k is spec:
+                return m, k
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def pack(self, *args: Any) -> abi.PackedArgs:
+        """The packed parameters a launch with these arguments would pass (for debugging)."""
+        _, spec = self.resolve(*args)
+        return abi.pack_args(spec, args)
+
+    def param_info(self, *args: Any) -> Optional[List[Tuple[int, int]]]:
+        """[(offset, size)] of the parameters, as the driver reports them for the signature these
+        arguments select (loaded if need be): the check that `pack` lays the buffer out as the
+        driver expects. None if the backend or driver cannot tell."""
+        module, spec = self.resolve(*args)
+        func = self._cache.load_function(self._library.name, module, spec)
+        query = getattr(self._cache.backend, "param_info", None)
+        return None if query is None else query(func)
+
+    def launch(
+        self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0
+    ) -> None:
+        """Launch on `stream` (default: the device's default stream); asynchronous like CUDA."""
+        module, spec = self.resolve(*args)
+        packed = abi.pack_args(spec, args)
+        func = self._cache.load_function(self._library.name, module, spec)
+        self._cache.backend.launch(func, grid, block, stream, shared_mem, packed.launch_args())
+
+    def __getitem__(self, config: Any) -> "_Configured":
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise DispatchError(
+                "use kernel[grid, block], kernel[grid, block, stream] or "
+                "kernel[grid, block, stream, shared_mem]"
+            )
+        grid, block = config[0], config[1]
+        stream = config[2] if len(config) > 2 else None
+        shared = config[3] if len(config) > 3 else 0
+        return _Configured(self, grid, block, stream, shared)
+
+
+class _Configured:
+    __slots__ = ("_k", "_grid", "_block", "_stream", "_shared")
+
+    def __init__(self, kernel: Kernel, grid: Any, block: Any, stream: Any, shared: int) -> None:
+        self._k, self._grid, self._block = kernel, grid, block
+        self._stream, self._shared = stream, shared
+
+    def __call__(self, *args: Any) -> None:
+        self._k.launch(self._grid, self._block, *args, stream=self._stream, shared_mem=self._shared)

@@ -1,0 +1,145 @@
+"""From cache/ to the device: which listed files are present, and loading each module once.
+
+A module is read, checked against the manifest's sha256 and handed to the backend the first time
+one of its kernels is needed, by whichever thread asks first; the others wait for it rather than
+loading it again. Each kernel entry's function handle is then kept, so that a launch after the
+first is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from gpu_runtime.errors import GpuRuntimeError
+from gpu_runtime.integrity import read_verified, resolve_in_cache
+from gpu_runtime.selection import Choice
+from gpu_spec.manifest import KernelSpec, Library, ModuleSpec, Variant
+
+log = logging.getLogger("gpu_runtime")
+
+
+def variants_on_disk(root: str, lib: Library) -> List[Variant]:
+    """`lib`'s variants as cache/ holds them: a cubin or PTX deleted from disk is not offered.
+
+    So a bundle whose cubins were removed still runs from its PTX, with a warning naming the
+    missing files; when nothing loadable is left, selection's error says what the bundle
+    lists. A file that is present but altered is still refused when read (sha256).
+    """
+    missing: List[str] = []
+
+    def present(path: Optional[str]) -> Optional[str]:
+        if path is None or os.path.isfile(resolve_in_cache(root, path)):
+            return path
+        missing.append(path)
+        return None
+
+    variants = [
+        dataclasses.replace(
+            v,
+            modules=tuple(
+                dataclasses.replace(m, ptx=present(m.ptx), cubin=present(m.cubin))
+                for m in v.modules
+            ),
+        )
+        for v in lib.variants
+    ]
+    if missing:
+        log.warning(
+            "gpu_runtime: %s: %d file(s) listed in the manifest are missing from %s: "
+            "%s; choosing among the rest",
+            lib.name,
+            len(missing),
+            root,
+            ", ".join(missing),
+        )
+    return variants
+
+
+class ModuleLoader:
+    """Loads modules of the chosen variants, verified, once per process; thread-safe.
+
+    `files` is the manifest's {path: sha256}, shared with the cache (dev mode adds to it as it
+    compiles); `choose` gives a library's `Choice`, asked only when something must be loaded.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        files: Mapping[str, str],
+        backend: Any,
+        choose: Callable[[str], Choice],
+    ) -> None:
+        self._root = root
+        self._files = files
+        self._backend = backend
+        self._choose = choose
+        self._lock = threading.Lock()
+        self._module_locks: Dict[Tuple[str, str], threading.Lock] = {}
+        self._objects: Dict[Tuple[str, str], Any] = {}
+        self._functions: Dict[Tuple[str, str, str], Any] = {}
+
+    def loaded_modules(self) -> List[str]:
+        """ "library/module" of every module loaded so far."""
+        with self._lock:
+            return sorted(f"{lib}/{mod}" for lib, mod in self._objects)
+
+    def function(self, library: str, module: ModuleSpec, kernel: KernelSpec) -> Any:
+        """The backend's function for `kernel`, loading its module on first use."""
+        fkey = (library, module.name, kernel.entry)
+        func = self._functions.get(fkey)
+        if func is not None:
+            return func
+        mkey = (library, module.name)
+        with self._lock:
+            lock = self._module_locks.setdefault(mkey, threading.Lock())
+        with lock:
+            func = self._functions.get(fkey)
+            if func is None:
+                func = self._functions[fkey] = self._load(library, module, kernel)
+            return func
+
+    def _load(self, library: str, module: ModuleSpec, kernel: KernelSpec) -> Any:
+        ch = self._choose(library)
+        path = ch.path_of(module)
+        t0 = time.perf_counter()
+        obj = self._objects.get((library, module.name))
+        t_read = t0
+        if obj is None:
+            data = read_verified(self._root, path, self._files)
+            t_read = time.perf_counter()
+            obj = self._load_module(ch.kind, path, data, f"{library}/{module.name}")
+            with self._lock:
+                self._objects[(library, module.name)] = obj
+        try:
+            func = self._backend.get_function(obj, kernel.entry)
+        except Exception as e:
+            raise GpuRuntimeError(
+                f"getting kernel {kernel.name} (entry {kernel.entry}) from {ch.kind} {path} "
+                f"failed: {type(e).__name__}: {e}"
+            ) from e
+        t1 = time.perf_counter()
+        log.info(
+            "gpu_runtime: loaded %s.%s from %s %s %s (%s) in %.1f ms (read+verify %.1f ms)",
+            library,
+            kernel.name,
+            ch.kind,
+            ch.capability,
+            os.path.join(self._root, path),
+            module.name,
+            (t1 - t0) * 1e3,
+            (t_read - t0) * 1e3,
+        )
+        return func
+
+    def _load_module(self, kind: str, path: Optional[str], data: bytes, name: str) -> Any:
+        try:
+            return self._backend.load(kind, data, name)
+        except GpuRuntimeError:
+            raise
+        except Exception as e:
+            raise GpuRuntimeError(f"loading {kind} {path} failed: {type(e).__name__}: {e}") from e
