@@ -9,10 +9,10 @@ import pytest
 
 from gpu_runtime.arrays import array_view, c_strides
 from gpu_runtime.c_abi import pack_c_args
-from gpu_runtime.numba_abi import pack_numba_args
-from gpu_runtime.params import build_image, parse_param_type
 from gpu_runtime.conftest import FakeDeviceArray, numba_array_params
 from gpu_runtime.errors import DispatchError
+from gpu_runtime.numba_abi import pack_numba_args
+from gpu_runtime.params import build_image, parse_param_type
 from gpu_spec.manifest import ArgSpec, KernelSpec
 
 PTR = 0x7F12_3456_7000

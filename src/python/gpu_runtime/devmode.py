@@ -64,8 +64,11 @@ def expand_sources(sources: DevSources) -> Dict[str, Dict[str, Any]]:
     for path, opts in items:
         if os.path.isdir(path):
             for name in sorted(os.listdir(path)):
-                if name.endswith(SOURCE_SUFFIXES) and not name.startswith(("_", ".")) \
-                        and not name.endswith("_test.py"):
+                if (
+                    name.endswith(SOURCE_SUFFIXES)
+                    and not name.startswith(("_", "."))
+                    and not name.endswith("_test.py")
+                ):
                     out.setdefault(os.path.join(path, name), dict(opts))
         elif os.path.isfile(path):
             out[path] = opts
@@ -96,7 +99,11 @@ def _dependency_hashes(source: str, options: Mapping[str, Any]) -> Dict[str, str
             continue
         for n in names:
             p = os.path.join(d, n)
-            if n.endswith(suffixes) and os.path.isfile(p) and os.path.abspath(p) != os.path.abspath(source):
+            if (
+                n.endswith(suffixes)
+                and os.path.isfile(p)
+                and os.path.abspath(p) != os.path.abspath(source)
+            ):
                 out[p] = _sha256_file(p)
     return out
 
@@ -107,13 +114,19 @@ def default_options(source: str, given: Mapping[str, Any]) -> Dict[str, Any]:
     src_dir = os.path.dirname(os.path.abspath(source))
     if source.endswith(".py") and "sys_path" not in opts:
         # The roots on sys.path that contain the source, so "imaging.kernels._stencil" imports.
-        roots = [os.path.abspath(p) for p in sys.path if p and os.path.isdir(p)
-                 and os.path.commonpath([os.path.abspath(p), src_dir]) == os.path.abspath(p)]
+        roots = [
+            os.path.abspath(p)
+            for p in sys.path
+            if p
+            and os.path.isdir(p)
+            and os.path.commonpath([os.path.abspath(p), src_dir]) == os.path.abspath(p)
+        ]
         opts["sys_path"] = roots or [src_dir]
     if source.endswith(".cu"):
         inc = opts.get("include_dirs") or ["."]
-        opts["include_dirs"] = [d if os.path.isabs(d) else os.path.normpath(os.path.join(src_dir, d))
-                                for d in inc]
+        opts["include_dirs"] = [
+            d if os.path.isabs(d) else os.path.normpath(os.path.join(src_dir, d)) for d in inc
+        ]
     return opts
 
 
@@ -129,47 +142,75 @@ def _compiler_fingerprint() -> Dict[str, Any]:
     return {"versions": toolchain.versions(), "gpu_compiler": code.hexdigest()}
 
 
-def cache_key(source_sha256: str, capability: str, options: Mapping[str, Any],
-              toolchain: Mapping[str, Any], dependencies: Optional[Mapping[str, str]] = None) -> str:
+def cache_key(
+    source_sha256: str,
+    capability: str,
+    options: Mapping[str, Any],
+    toolchain: Mapping[str, Any],
+    dependencies: Optional[Mapping[str, str]] = None,
+) -> str:
     """The versioned dev-cache key (a sha256 hex string)."""
-    blob = json.dumps({
-        "schema": DEV_KEY_SCHEMA,
-        "source_sha256": source_sha256,
-        "dependencies": sorted((dependencies or {}).values()),
-        "capability": capability,
-        "options": options,
-        "toolchain": toolchain,
-    }, sort_keys=True, separators=(",", ":"), default=str)
+    blob = json.dumps(
+        {
+            "schema": DEV_KEY_SCHEMA,
+            "source_sha256": source_sha256,
+            "dependencies": sorted((dependencies or {}).values()),
+            "capability": capability,
+            "options": options,
+            "toolchain": toolchain,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class DevKernelCache(KernelCache):
     """A KernelCache that compiles sources on demand into the per-user dev cache."""
 
-    def __init__(self, sources: DevSources, backend: Any = None, *, cache_dir: Optional[str] = None,
-                 prefer: Optional[str] = None, compiler: Any = None) -> None:
-        empty = Manifest(bundle="dev", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={})
+    def __init__(
+        self,
+        sources: DevSources,
+        backend: Any = None,
+        *,
+        cache_dir: Optional[str] = None,
+        prefer: Optional[str] = None,
+        compiler: Any = None,
+    ) -> None:
+        empty = Manifest(
+            bundle="dev", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={}
+        )
         super().__init__(empty, cache_dir or dev_cache_root(), backend, prefer=prefer, origin="dev")
         self._sources = expand_sources(sources)
         self._pending: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         for src, opts in self._sources.items():
             name = os.path.splitext(os.path.basename(src))[0]
             if name in self._pending:
-                raise GpuRuntimeError(f"dev mode: two kernel sources named {name!r}: "
-                                      f"{self._pending[name][0]} and {src}")
+                raise GpuRuntimeError(
+                    f"dev mode: two kernel sources named {name!r}: "
+                    f"{self._pending[name][0]} and {src}"
+                )
             self._pending[name] = (src, opts)
-        self._compiler = compiler  # (compile_source, write_outputs, CompileOptions, fingerprint) for tests
+        self._compiler = (
+            compiler  # (compile_source, write_outputs, CompileOptions, fingerprint) for tests
+        )
         self._compile_lock = threading.Lock()
-        log.info("gpu_runtime: no bundle cache; dev mode over %d kernel sources, cache %s",
-                 len(self._pending), self.root)
+        log.info(
+            "gpu_runtime: no bundle cache; dev mode over %d kernel sources, cache %s",
+            len(self._pending),
+            self.root,
+        )
 
     def _describe_origin(self) -> str:
         return f"dev mode ({len(self._sources)} sources, cache {self.root})"
 
     def _fix_hint(self) -> Optional[str]:
-        return ("dev mode compiled it for this GPU with the installed gpu_compiler toolchain, whose "
-                "code this driver cannot load: install a toolchain matching the driver's CUDA "
-                "version, or upgrade the driver")
+        return (
+            "dev mode compiled it for this GPU with the installed gpu_compiler toolchain, whose "
+            "code this driver cannot load: install a toolchain matching the driver's CUDA "
+            "version, or upgrade the driver"
+        )
 
     def libraries(self) -> List[str]:
         return sorted(set(self._libraries) | set(self._pending))
@@ -186,8 +227,10 @@ class DevKernelCache(KernelCache):
         libs = self._libraries
         if any(name in lib.kernel_names() for lib in libs.values()):
             return True
-        return any(ch == "." and name[:i] in libs and name[i + 1:] in libs[name[:i]].kernel_names()
-                   for i, ch in enumerate(name))
+        return any(
+            ch == "." and name[:i] in libs and name[i + 1 :] in libs[name[:i]].kernel_names()
+            for i, ch in enumerate(name)
+        )
 
     def _discover(self, name: str, library: Optional[str]) -> None:
         if library is not None:
@@ -222,11 +265,16 @@ class DevKernelCache(KernelCache):
             return self._compiler
         try:
             # Only the cuda13 toolchain resolve owns gpu_compiler.compile: never in a device PEX.
-            from gpu_compiler.compile import CompileOptions, compile_source, write_outputs  # pants: no-infer-dep
+            from gpu_compiler.compile import (  # pants: no-infer-dep
+                CompileOptions,
+                compile_source,
+                write_outputs,
+            )
         except ImportError as e:
             raise KernelNotFoundError(
                 f"dev mode needs gpu_compiler and the compile toolchain (numba-cuda, NVRTC, "
-                f"nvJitLink) importable: {e}. Run from a bundle instead (`pants package`).") from e
+                f"nvJitLink) importable: {e}. Run from a bundle instead (`pants package`)."
+            ) from e
         return compile_source, write_outputs, CompileOptions, _compiler_fingerprint
 
     def _compile_library(self, name: str) -> None:
@@ -237,8 +285,13 @@ class DevKernelCache(KernelCache):
             compile_source, write_outputs, options_cls, fingerprint = self._tools()
             capability = self.device.sm
             opts = default_options(source, given)
-            key = cache_key(_sha256_file(source), capability, opts, fingerprint(),
-                            _dependency_hashes(source, opts))
+            key = cache_key(
+                _sha256_file(source),
+                capability,
+                opts,
+                fingerprint(),
+                _dependency_hashes(source, opts),
+            )
             out_dir = os.path.join(self.root, key)
             metadata_path = os.path.join(out_dir, METADATA_FILE)
             if os.path.isfile(metadata_path):
@@ -251,15 +304,27 @@ class DevKernelCache(KernelCache):
                 result = compile_source(source, capability, options_cls(**opts))
                 os.makedirs(self.root, exist_ok=True)
                 write_outputs(result, out_dir)
-                log.info("gpu_runtime: compiled %s for %s in %.2f s -> %s", source, capability,
-                         time.perf_counter() - t0, out_dir)
+                log.info(
+                    "gpu_runtime: compiled %s for %s in %.2f s -> %s",
+                    source,
+                    capability,
+                    time.perf_counter() - t0,
+                    out_dir,
+                )
             with open(metadata_path, "rb") as f:
                 metadata = json.loads(f.read().decode("utf-8"))
             with manifest_errors():
-                data = build_manifest("dev", "0.0", [{
-                    "name": name, "target": source,
-                    "outputs": [{"toolchain": "dev", "metadata": metadata, "dir": key}],
-                }])
+                data = build_manifest(
+                    "dev",
+                    "0.0",
+                    [
+                        {
+                            "name": name,
+                            "target": source,
+                            "outputs": [{"toolchain": "dev", "metadata": metadata, "dir": key}],
+                        }
+                    ],
+                )
                 part = parse_manifest(data, origin=os.path.join(out_dir, METADATA_FILE))
             with self._lock:
                 for lib in part.libraries:

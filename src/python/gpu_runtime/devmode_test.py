@@ -10,12 +10,28 @@ import os
 import pytest
 
 import gpu_runtime
-from gpu_runtime.conftest import HISTOGRAM, SAXPY, SOBEL, FakeBackend, FakeDeviceArray, make_metadata
-from gpu_runtime.devmode import (DevKernelCache, cache_key, default_options, dev_cache_root,
-                                 expand_sources)
+from gpu_runtime.conftest import (
+    HISTOGRAM,
+    SAXPY,
+    SOBEL,
+    FakeBackend,
+    FakeDeviceArray,
+    make_metadata,
+)
+from gpu_runtime.devmode import (
+    DevKernelCache,
+    cache_key,
+    default_options,
+    dev_cache_root,
+    expand_sources,
+)
 from gpu_runtime.errors import GpuRuntimeError, IntegrityError, KernelNotFoundError
 
-MODULES = {"saxpy": ("numba", SAXPY), "histogram": ("numba", HISTOGRAM), "sobel": ("cuda_cpp", SOBEL)}
+MODULES = {
+    "saxpy": ("numba", SAXPY),
+    "histogram": ("numba", HISTOGRAM),
+    "sobel": ("cuda_cpp", SOBEL),
+}
 
 
 class FakeResult:
@@ -68,24 +84,32 @@ class FakeCompiler:
 def sources(tmp_path):
     d = tmp_path / "kernels"
     d.mkdir()
-    text = {"saxpy.py": "def saxpy(out, a, x, y): ...\n",
-            "histogram.py": "def histogram_256(image, bins): ...\ndef sum_f32(values, out): ...\n",
-            "sobel.cu": 'extern "C" __global__ void sobel_magnitude(const float* src) {}\n'}
+    text = {
+        "saxpy.py": "def saxpy(out, a, x, y): ...\n",
+        "histogram.py": "def histogram_256(image, bins): ...\ndef sum_f32(values, out): ...\n",
+        "sobel.cu": 'extern "C" __global__ void sobel_magnitude(const float* src) {}\n',
+    }
     for name in ("saxpy.py", "histogram.py", "sobel.cu", "_helper.py", "notes.txt"):
         (d / name).write_text(text.get(name, f"# {name}\n"))
     return d
 
 
 def dev(sources, tmp_path, compiler, backend=None, **kw):
-    return DevKernelCache(str(sources), backend or FakeBackend(), cache_dir=str(tmp_path / "devcache"),
-                          compiler=compiler.tools(), **kw)
+    return DevKernelCache(
+        str(sources),
+        backend or FakeBackend(),
+        cache_dir=str(tmp_path / "devcache"),
+        compiler=compiler.tools(),
+        **kw,
+    )
 
 
 def test_expand_sources(sources):
     found = expand_sources(str(sources))
     assert sorted(os.path.basename(p) for p in found) == ["histogram.py", "saxpy.py", "sobel.cu"]
     assert expand_sources({str(sources / "sobel.cu"): {"defines": ["X"]}}) == {
-        str(sources / "sobel.cu"): {"defines": ["X"]}}
+        str(sources / "sobel.cu"): {"defines": ["X"]}
+    }
     with pytest.raises(GpuRuntimeError, match="does not exist"):
         expand_sources([str(sources / "nope.py")])
 
@@ -129,8 +153,13 @@ def test_key_changes_recompile(sources, tmp_path, change):
         comp.versions = {"cuda": "13.0", "numba-cuda": "0.30.5"}
     elif change == "helper":
         (sources / "_helper.py").write_text("# helper edited\n")
-    c = DevKernelCache({str(sources / "saxpy.py"): {"fast_math": change == "options"}}, backend,
-                       cache_dir=str(tmp_path / "devcache"), compiler=comp.tools(), **opts)
+    c = DevKernelCache(
+        {str(sources / "saxpy.py"): {"fast_math": change == "options"}},
+        backend,
+        cache_dir=str(tmp_path / "devcache"),
+        compiler=comp.tools(),
+        **opts,
+    )
     c.kernel("saxpy").load()
     assert len(comp.calls) == 2
     assert len(os.listdir(tmp_path / "devcache")) == 2
@@ -158,7 +187,10 @@ def test_tampered_dev_cache_file_is_refused(sources, tmp_path):
 
 def test_unknown_kernel_in_dev_mode(sources, tmp_path):
     comp = FakeCompiler()
-    with pytest.raises(KernelNotFoundError, match="no kernel 'nope' in dev mode .* Kernels: histogram.histogram_256"):
+    with pytest.raises(
+        KernelNotFoundError,
+        match="no kernel 'nope' in dev mode .* Kernels: histogram.histogram_256",
+    ):
         dev(sources, tmp_path, comp).kernel("nope")
     assert len(comp.calls) == 3
 
@@ -201,7 +233,9 @@ def test_default_options(tmp_path, monkeypatch):
     cu = root / "pkg" / "kernels" / "m.cu"
     assert default_options(str(cu), {})["include_dirs"] == [str(root / "pkg" / "kernels")]
     assert default_options(str(cu), {"include_dirs": ["inc", "/abs"]})["include_dirs"] == [
-        str(root / "pkg" / "kernels" / "inc"), "/abs"]
+        str(root / "pkg" / "kernels" / "inc"),
+        "/abs",
+    ]
 
 
 def test_dev_mode_without_gpu_compiler_is_a_clear_error(sources, tmp_path, monkeypatch):
@@ -216,7 +250,9 @@ def test_dev_mode_without_gpu_compiler_is_a_clear_error(sources, tmp_path, monke
 
     monkeypatch.setattr(builtins, "__import__", no_compiler)
     c = DevKernelCache(str(sources), FakeBackend(), cache_dir=str(tmp_path / "d"))
-    with pytest.raises(KernelNotFoundError, match="dev mode needs gpu_compiler and the compile toolchain"):
+    with pytest.raises(
+        KernelNotFoundError, match="dev mode needs gpu_compiler and the compile toolchain"
+    ):
         c.kernel("saxpy")
 
 
@@ -224,7 +260,10 @@ def test_metadata_sha_is_what_gets_checked(sources, tmp_path):
     comp = FakeCompiler()
     b = FakeBackend()
     dev(sources, tmp_path, comp, b).kernel("saxpy").load()
-    assert hashlib.sha256(b.loads[0][1]).hexdigest() == hashlib.sha256(b"cubin saxpy__0 sm_90").hexdigest()
+    assert (
+        hashlib.sha256(b.loads[0][1]).hexdigest()
+        == hashlib.sha256(b"cubin saxpy__0 sm_90").hexdigest()
+    )
 
 
 def test_dev_mode_driver_too_old_advice(sources, tmp_path):

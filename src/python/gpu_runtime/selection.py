@@ -65,11 +65,15 @@ class _Candidates:
         if not v.has_cubin:
             self.rejected.append(f"{v.capability}: no cubin")
         elif not cubin_runs_on(cc, self.device):
-            self.rejected.append(f"cubin {v.capability}: does not run on {capability_name(self.device)}")
+            self.rejected.append(
+                f"cubin {v.capability}: does not run on {capability_name(self.device)}"
+            )
         elif not driver_loads_cubin(self.driver, v.toolchain_cuda):
             major = parse_version(v.toolchain_cuda)[0]
-            self.rejected.append(f"cubin {v.capability}: built with CUDA {major}.x, needs a CUDA "
-                                 f"{major}.x driver (have {format_version(self.driver)})")
+            self.rejected.append(
+                f"cubin {v.capability}: built with CUDA {major}.x, needs a CUDA "
+                f"{major}.x driver (have {format_version(self.driver)})"
+            )
         else:
             key = (cc[1], parse_version(v.toolchain_cuda))
             (self.exact if cc == self.device else self.lower).append((key, v))
@@ -80,9 +84,11 @@ class _Candidates:
         elif not ptx_runs_on(cc, self.device):
             self.rejected.append(f"ptx {v.capability}: newer than {capability_name(self.device)}")
         elif not driver_loads_ptx(self.driver, v.ptx_isa):
-            self.rejected.append(f"ptx {v.capability}: PTX ISA {v.ptx_isa} needs driver >= "
-                                 f"{format_version(ptx_min_driver(v.ptx_isa))} (have "
-                                 f"{format_version(self.driver)})")
+            self.rejected.append(
+                f"ptx {v.capability}: PTX ISA {v.ptx_isa} needs driver >= "
+                f"{format_version(ptx_min_driver(v.ptx_isa))} (have "
+                f"{format_version(self.driver)})"
+            )
         else:
             self.ptx.append(((cc, ptx_min_driver(v.ptx_isa)), v))
 
@@ -130,9 +136,15 @@ def select_variant(
         return Choice(v, "cubin", f"cubin {v.capability} is binary-compatible with {dev_name}")
     if found.ptx:
         v = _best(found.ptx)
-        why = "PTX only (prefer='ptx')" if "cubin" not in kinds else f"no usable cubin for {dev_name}"
-        return Choice(v, "ptx", f"{why}; JIT-compiling PTX {v.capability} (ISA {v.ptx_isa}) "
-                                f"with driver {format_version(found.driver)}")
+        why = (
+            "PTX only (prefer='ptx')" if "cubin" not in kinds else f"no usable cubin for {dev_name}"
+        )
+        return Choice(
+            v,
+            "ptx",
+            f"{why}; JIT-compiling PTX {v.capability} (ISA {v.ptx_isa}) "
+            f"with driver {format_version(found.driver)}",
+        )
     raise NoCompatibleVariantError(
         _no_variant_message(variants, found, kinds, device_name, library, bundle, fix)
     )
@@ -142,9 +154,15 @@ def _best(ranked: List[Tuple[tuple, Variant]]) -> Variant:
     return max(ranked, key=lambda kv: kv[0])[1]
 
 
-def _no_variant_message(variants: List[Variant], found: _Candidates, kinds: Sequence[str],
-                        device_name: Optional[str], library: Optional[str],
-                        bundle: Optional[str], fix_hint: Optional[str]) -> str:
+def _no_variant_message(
+    variants: List[Variant],
+    found: _Candidates,
+    kinds: Sequence[str],
+    device_name: Optional[str],
+    library: Optional[str],
+    bundle: Optional[str],
+    fix_hint: Optional[str],
+) -> str:
     dev_name, drv = capability_name(found.device), found.driver
     what = f"library '{library}'" if library else "this library"
     where = f" in bundle '{bundle}'" if bundle else ""
@@ -158,11 +176,15 @@ def _no_variant_message(variants: List[Variant], found: _Candidates, kinds: Sequ
         lines.append(f"  only {'/'.join(kinds)} allowed (GPU_RUNTIME_PREFER / prefer=)")
     if found.rejected:
         lines.append("  rejected: " + "; ".join(found.rejected))
-    fix = (f"  fix: add \"{dev_name}\" to the capabilities of the deploy_bundle"
-           f"{' ' + repr(bundle) if bundle else ''} and run `pants package` on it")
+    fix = (
+        f'  fix: add "{dev_name}" to the capabilities of the deploy_bundle'
+        f"{' ' + repr(bundle) if bundle else ''} and run `pants package` on it"
+    )
     needs = sorted({ptx_min_driver(v.ptx_isa) for v in variants if v.has_ptx})
     if needs and all(n > drv for n in needs):
-        fix += (f"; or use a toolchain whose PTX this driver accepts (CUDA <= {format_version(drv)}),"
-                f" or upgrade the driver to CUDA >= {format_version(needs[0])}")
+        fix += (
+            f"; or use a toolchain whose PTX this driver accepts (CUDA <= {format_version(drv)}),"
+            f" or upgrade the driver to CUDA >= {format_version(needs[0])}"
+        )
     lines.append(f"  fix: {fix_hint}" if fix_hint else fix)
     return "\n".join(lines)

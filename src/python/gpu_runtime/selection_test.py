@@ -10,15 +10,31 @@ from gpu_spec.ptx_isa import min_driver_for_ptx
 ISA = {"13.0": "9.0", "12.8": "8.7", "12.6": "8.5", "12.2": "8.2"}
 
 
-def V(cap: str, cuda: str = "13.0", cubin: bool = True, ptx: bool = True, toolchain: str = "",
-      isa: str = "") -> Variant:
+def V(
+    cap: str,
+    cuda: str = "13.0",
+    cubin: bool = True,
+    ptx: bool = True,
+    toolchain: str = "",
+    isa: str = "",
+) -> Variant:
     """A variant compiled for `cap` by a CUDA `cuda` toolchain, as gpu_compiler records it."""
     tc = toolchain or f"cuda{cuda.split('.')[0]}"
-    mod = ModuleSpec(name="m", ptx=f"{cap}/m.ptx" if ptx else None,
-                     cubin=f"{cap}/m.cubin" if cubin else None, kernels=())
+    mod = ModuleSpec(
+        name="m",
+        ptx=f"{cap}/m.ptx" if ptx else None,
+        cubin=f"{cap}/m.cubin" if cubin else None,
+        kernels=(),
+    )
     isa = isa or ISA[cuda]
-    return Variant(capability=cap, toolchain=tc, toolchain_cuda=cuda, ptx_isa=isa,
-                   min_driver=min_driver_for_ptx(isa), modules=(mod,))
+    return Variant(
+        capability=cap,
+        toolchain=tc,
+        toolchain_cuda=cuda,
+        ptx_isa=isa,
+        min_driver=min_driver_for_ptx(isa),
+        modules=(mod,),
+    )
 
 
 def pick(variants, cc, driver):
@@ -31,7 +47,12 @@ TABLE = [
     # exact cubin wins over everything
     ([V("sm_80"), V("sm_90")], (9, 0), "13.0", ("cubin", "sm_90", "cuda13")),
     ([V("sm_90"), V("sm_80")], "sm_90", 13000, ("cubin", "sm_90", "cuda13")),
-    ([V("sm_75"), V("sm_80"), V("sm_87"), V("sm_90")], (8, 7), "13.0", ("cubin", "sm_87", "cuda13")),
+    (
+        [V("sm_75"), V("sm_80"), V("sm_87"), V("sm_90")],
+        (8, 7),
+        "13.0",
+        ("cubin", "sm_87", "cuda13"),
+    ),
     # same major, lower minor: highest such cubin
     ([V("sm_80"), V("sm_75")], (8, 6), "13.0", ("cubin", "sm_80", "cuda13")),
     ([V("sm_80"), V("sm_86"), V("sm_90")], (8, 9), "13.0", ("cubin", "sm_86", "cuda13")),
@@ -43,7 +64,12 @@ TABLE = [
     ([V("sm_75"), V("sm_80"), V("sm_90")], (10, 0), "13.0", ("ptx", "sm_90", "cuda13")),
     ([V("sm_75"), V("sm_80"), V("sm_90")], (12, 0), "13.1", ("ptx", "sm_90", "cuda13")),
     # PTX only in the bundle
-    ([V("sm_80", cubin=False), V("sm_90", cubin=False)], (9, 0), "13.0", ("ptx", "sm_90", "cuda13")),
+    (
+        [V("sm_80", cubin=False), V("sm_90", cubin=False)],
+        (9, 0),
+        "13.0",
+        ("ptx", "sm_90", "cuda13"),
+    ),
     # cubin only, exact
     ([V("sm_90", ptx=False)], (9, 0), "13.0", ("cubin", "sm_90", "cuda13")),
     # a CUDA 13 cubin needs a CUDA 13 driver: on a 12.x driver fall back to CUDA 12 PTX
@@ -52,11 +78,19 @@ TABLE = [
     ([V("sm_87", "13.0"), V("sm_87", "12.6")], (8, 7), "12.6", ("cubin", "sm_87", "cuda12")),
     # two toolchains, both fine: the newer one
     ([V("sm_87", "12.6"), V("sm_87", "13.0")], (8, 7), "13.0", ("cubin", "sm_87", "cuda13")),
-    ([V("sm_80", "12.6", cubin=False), V("sm_80", "13.0", cubin=False)], (9, 0), "13.0",
-     ("ptx", "sm_80", "cuda13")),
+    (
+        [V("sm_80", "12.6", cubin=False), V("sm_80", "13.0", cubin=False)],
+        (9, 0),
+        "13.0",
+        ("ptx", "sm_80", "cuda13"),
+    ),
     # driver too old for the newest PTX, fine for the older toolchain's PTX
-    ([V("sm_80", "12.6", cubin=False), V("sm_80", "13.0", cubin=False)], (9, 0), "12.8",
-     ("ptx", "sm_80", "cuda12")),
+    (
+        [V("sm_80", "12.6", cubin=False), V("sm_80", "13.0", cubin=False)],
+        (9, 0),
+        "12.8",
+        ("ptx", "sm_80", "cuda12"),
+    ),
     # Jetson: sm_87 cubin of a CUDA 12.6 toolchain on a 12.6 driver
     ([V("sm_87", "12.6"), V("sm_90", "12.6")], (8, 7), "12.6", ("cubin", "sm_87", "cuda12")),
     # driver minor version compatibility: a 12.6 cubin on a 12.2 driver is fine...
@@ -72,14 +106,36 @@ def test_selection_table(variants, cc, driver, expected):
 # (variants, device, driver) -> fragments the error must contain
 ERRORS = [
     # only newer capabilities
-    ([V("sm_90")], (8, 7), "13.0", ["cubin sm_90: does not run on sm_87", "ptx sm_90: newer than sm_87"]),
+    (
+        [V("sm_90")],
+        (8, 7),
+        "13.0",
+        ["cubin sm_90: does not run on sm_87", "ptx sm_90: newer than sm_87"],
+    ),
     # ...but the PTX ISA is too new for the driver, and the cubin is of another major
-    ([V("sm_80")], (9, 0), "12.8", ["ptx sm_80: PTX ISA 9.0 needs driver >= 13.0 (have 12.8)",
-                                    "upgrade the driver to CUDA >= 13.0"]),
+    (
+        [V("sm_80")],
+        (9, 0),
+        "12.8",
+        [
+            "ptx sm_80: PTX ISA 9.0 needs driver >= 13.0 (have 12.8)",
+            "upgrade the driver to CUDA >= 13.0",
+        ],
+    ),
     # a 12.6-only PTX on a 12.4 driver: the ISA 8.5 needs 12.5
-    ([V("sm_80", "12.6", cubin=False)], (8, 6), "12.4", ["PTX ISA 8.5 needs driver >= 12.5 (have 12.4)"]),
+    (
+        [V("sm_80", "12.6", cubin=False)],
+        (8, 6),
+        "12.4",
+        ["PTX ISA 8.5 needs driver >= 12.5 (have 12.4)"],
+    ),
     # cubin of the right capability but a newer CUDA major than the driver, no PTX
-    ([V("sm_90", "13.0", ptx=False)], (9, 0), "12.8", ["built with CUDA 13.x, needs a CUDA 13.x driver"]),
+    (
+        [V("sm_90", "13.0", ptx=False)],
+        (9, 0),
+        "12.8",
+        ["built with CUDA 13.x, needs a CUDA 13.x driver"],
+    ),
     ([], (9, 0), "13.0", ["bundle holds: nothing"]),
 ]
 
@@ -95,20 +151,37 @@ def test_selection_errors(variants, cc, driver, fragments):
 
 def test_error_names_bundle_device_and_fix():
     with pytest.raises(NoCompatibleVariantError) as e:
-        select_variant([V("sm_90"), V("sm_80", cubin=False)], (7, 5), 13000,
-                       device_name="Tesla T4", library="saxpy", bundle="imaging_h200")
+        select_variant(
+            [V("sm_90"), V("sm_80", cubin=False)],
+            (7, 5),
+            13000,
+            device_name="Tesla T4",
+            library="saxpy",
+            bundle="imaging_h200",
+        )
     msg = str(e.value)
-    assert msg.splitlines()[0] == "No GPU code in library 'saxpy' in bundle 'imaging_h200' can run on this device."
+    assert (
+        msg.splitlines()[0]
+        == "No GPU code in library 'saxpy' in bundle 'imaging_h200' can run on this device."
+    )
     assert "device: Tesla T4 (sm_75), driver supports CUDA 13.0" in msg
-    assert ("bundle holds: sm_90 [cubin+ptx; toolchain cuda13, PTX ISA 9.0 needs driver >= 13.0], "
-            "sm_80 [ptx; toolchain cuda13, PTX ISA 9.0 needs driver >= 13.0]") in msg
-    assert "add \"sm_75\" to the capabilities of the deploy_bundle 'imaging_h200' and run `pants package`" in msg
+    assert (
+        "bundle holds: sm_90 [cubin+ptx; toolchain cuda13, PTX ISA 9.0 needs driver >= 13.0], "
+        "sm_80 [ptx; toolchain cuda13, PTX ISA 9.0 needs driver >= 13.0]"
+    ) in msg
+    assert (
+        "add \"sm_75\" to the capabilities of the deploy_bundle 'imaging_h200' and run `pants package`"
+        in msg
+    )
 
 
-@pytest.mark.parametrize("kinds, expected", [
-    (("ptx",), ("ptx", "sm_90", "cuda13")),
-    (("cubin",), ("cubin", "sm_90", "cuda13")),
-])
+@pytest.mark.parametrize(
+    "kinds, expected",
+    [
+        (("ptx",), ("ptx", "sm_90", "cuda13")),
+        (("cubin",), ("cubin", "sm_90", "cuda13")),
+    ],
+)
 def test_kinds_restriction(kinds, expected):
     c = select_variant([V("sm_80"), V("sm_90")], (9, 0), "13.0", kinds=kinds)
     assert (c.kind, c.capability, c.variant.toolchain) == expected
@@ -121,8 +194,14 @@ def test_kinds_restriction_error_mentions_it():
 
 def test_unknown_capability_is_skipped_not_fatal():
     odd = V("sm_90")
-    odd = Variant(capability="sm_99", toolchain="cuda13", toolchain_cuda="13.0", ptx_isa="9.0",
-                  min_driver="13.0", modules=odd.modules)
+    odd = Variant(
+        capability="sm_99",
+        toolchain="cuda13",
+        toolchain_cuda="13.0",
+        ptx_isa="9.0",
+        min_driver="13.0",
+        modules=odd.modules,
+    )
     assert pick([odd, V("sm_80")], (8, 0), "13.0") == ("cubin", "sm_80", "cuda13")
 
 
