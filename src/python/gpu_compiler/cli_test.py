@@ -1,7 +1,7 @@
 """CLI tests in subprocesses: the contract the Pants rule relies on.
 
 Each run happens in a fresh temporary "sandbox" directory holding copies of
-the compiler and kernel sources, with relative paths only, and with any system
+the compiler, gpu_spec and kernel sources, with relative paths only, and with any system
 CUDA hidden (PATH without CUDA dirs, no CUDA_HOME / CUDA_PATH /
 LD_LIBRARY_PATH): the NVIDIA wheels must be what gets loaded.
 """
@@ -27,6 +27,7 @@ except Exception as e:  # pragma: no cover - depends on the environment
 pytestmark = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
 
 SRC_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/python
+SPEC_ROOT = os.path.join(os.path.dirname(SRC_ROOT), "spec")  # .../src/spec
 
 
 def _hidden_cuda_env() -> dict:
@@ -40,18 +41,23 @@ def _hidden_cuda_env() -> dict:
         return "cuda" not in d.lower() and not os.path.exists(os.path.join(d, "nvcc"))
 
     env["PATH"] = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and keep(d))
-    env["PYTHONPATH"] = "src/python"  # relative to the sandbox cwd
+    env["PYTHONPATH"] = os.pathsep.join(["src/python", "src/spec"])  # relative to the sandbox cwd
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
 def _make_sandbox(root: str) -> str:
-    """Lay out src/python/{gpu_compiler,imaging/kernels} under ``root``."""
+    """Lay out src/python/{gpu_compiler,imaging/kernels} and src/spec/gpu_spec under ``root``."""
     dst = os.path.join(root, "src", "python")
     shutil.copytree(
         os.path.join(SRC_ROOT, "gpu_compiler"),
         os.path.join(dst, "gpu_compiler"),
         ignore=shutil.ignore_patterns("__pycache__", "*_test.py"),
+    )
+    shutil.copytree(
+        os.path.join(SPEC_ROOT, "gpu_spec"),
+        os.path.join(root, "src", "spec", "gpu_spec"),
+        ignore=shutil.ignore_patterns("__pycache__", "*_test.py", "conftest.py"),
     )
     shutil.copytree(
         os.path.join(SRC_ROOT, "imaging", "kernels"),
