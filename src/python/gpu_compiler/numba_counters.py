@@ -60,7 +60,6 @@ class _Counter:
 #   labels (not visible in PTX today, reset for good measure).
 _COUNTERS = (
     _Counter("numba.cuda.core.bytecode", "FunctionIdentity", "_unique_ids", 1),
-    _Counter("numba.core.bytecode", "FunctionIdentity", "_unique_ids", 1),
     _Counter("numba.cuda.cudaimpl", "", "_unique_smem_id", 0),
     _Counter("numba.cuda.core.ir_utils", "", "_unique_var_count", 0),
     _Counter("numba.cuda.core.ir_utils", "_the_max_label", "_value", 0),
