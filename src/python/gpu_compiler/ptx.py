@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 _VERSION_LINE_RE = re.compile(r"^(\s*)\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 _TARGET_LINE_RE = re.compile(r"^\s*\.target\s+([^\s/]+)", re.MULTILINE)
@@ -156,10 +156,3 @@ def relativize_file_directives(ptx: str, root: Optional[str] = None) -> str:
 
     return _FILE_RE.sub(fix, ptx)
 
-
-def file_directives(ptx: str) -> List[Tuple[int, str]]:
-    """All ``.file`` directives as ``(index, path)`` pairs."""
-    out = []
-    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.MULTILINE):
-        out.append((int(m.group(1)), m.group(2)))
-    return out
