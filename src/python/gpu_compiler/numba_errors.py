@@ -86,7 +86,7 @@ def located_error(
     text = relativize_text(exception_text(exc))
     if loc is None:
         return CompileError("%s: error: %s\n%s" % (source_path, what, text), source=source_path)
-    shown = display_path(loc[0], source_path, source_path)
+    shown = display_path(loc[0], source_path)
     code = linecache.getline(loc[0], loc[1]).rstrip()
     snippet = "\n    %s" % code.strip() if code.strip() else ""
     return CompileError(

@@ -20,7 +20,7 @@ import sys
 from typing import Any, List, Sequence
 
 from gpu_compiler.errors import CompileError
-from gpu_compiler.paths import is_under
+from gpu_compiler.paths import is_under, same_file
 
 _COMPILER_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,10 +55,6 @@ def module_name_for(source_path: str, sys_path: Sequence[str]) -> str:
     if not stem or stem[0].isdigit():
         stem = "_" + stem
     return stem
-
-
-def _same_file(a: str, b: str) -> bool:
-    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _is_compiler_file(path: str) -> bool:
@@ -110,7 +106,7 @@ class SourceImporter:
         """The kernel source, or a file under a sys.path root that is not gpu_compiler's."""
         if _is_compiler_file(path):
             return False
-        return _same_file(path, self.source_path) or any(is_under(path, r) for r in self.sys_path)
+        return same_file(path, self.source_path) or any(is_under(path, r) for r in self.sys_path)
 
     def _is_user_module(self, mod: Any) -> bool:
         try:
