@@ -165,7 +165,12 @@ def test_numba_2d_and_strided_abi():
 
     h = compile_source(KERNELS + "histogram.py", "sm_80", _options("histogram.py"))
     by_name = {m.name: m.kernels[0] for m in h.modules}
-    assert by_name["histogram_256__1"].args[0] == {"kind": "array", "dtype": "uint8", "ndim": 1, "layout": "A"}
+    assert by_name["histogram_256__1"].args[0] == {
+        "kind": "array",
+        "dtype": "uint8",
+        "ndim": 1,
+        "layout": "A",
+    }
     assert by_name["histogram_256__0"].args[1]["dtype"] == "uint32"
 
 
@@ -235,7 +240,9 @@ def test_options_recorded_in_metadata():
     r = compile_source(
         KERNELS + "sobel.cu",
         "sm_80",
-        CompileOptions(fast_math=True, max_registers=32, defines=["FOO", "BAR=2"], include_dirs=[KERNELS]),
+        CompileOptions(
+            fast_math=True, max_registers=32, defines=["FOO", "BAR=2"], include_dirs=[KERNELS]
+        ),
     )
     assert r.metadata()["options"] == {
         "fast_math": True,
