@@ -60,9 +60,8 @@ def compile_kernel_ptx(
 ) -> str:
     """The PTX numba-cuda generates for ``dispatcher``'s kernel with signature ``sig``.
 
-    Options given to the compiler are added to the kernel's own ``@cuda.jit``
-    options (``fastmath``, ``lineinfo``, ``opt``, ``launch_bounds``), never
-    taken away.
+    ``fast_math`` and ``lineinfo`` add to the kernel's own ``@cuda.jit`` options,
+    never take them away; ``opt`` and ``launch_bounds`` are the kernel's own.
     """
     from numba import cuda
 
