@@ -38,29 +38,50 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gpu_compiler", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_compiler", description=__doc__.split("\n")[0]
+    )
     sub = parser.add_subparsers(dest="command")
     sub.required = True
 
     c = sub.add_parser("compile", help="compile one kernel source for one capability")
-    c.add_argument("--source", required=True, help="kernel source (.py or .cu), relative to the cwd")
+    c.add_argument(
+        "--source", required=True, help="kernel source (.py or .cu), relative to the cwd"
+    )
     c.add_argument("--capability", required=True, help="target, e.g. sm_90")
     c.add_argument("--out-dir", required=True, help="output directory (replaced if it exists)")
-    c.add_argument("--sys-path", action="append", default=[], metavar="DIR",
-                   help="import root for numba sources and their helpers (repeatable)")
-    c.add_argument("--ptx-version", default=None, metavar="X.Y",
-                   help="rewrite the PTX .version to this ISA (for older drivers)")
+    c.add_argument(
+        "--sys-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="import root for numba sources and their helpers (repeatable)",
+    )
+    c.add_argument(
+        "--ptx-version",
+        default=None,
+        metavar="X.Y",
+        help="rewrite the PTX .version to this ISA (for older drivers)",
+    )
     c.add_argument("--fast-math", action="store_true")
     c.add_argument("--lineinfo", action="store_true")
     c.add_argument("--max-registers", type=_positive_int, default=None, metavar="N")
     c.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help=".cu only")
     c.add_argument("--include-dir", action="append", default=[], metavar="DIR", help=".cu only")
-    c.add_argument("--name-expression", action="append", default=[], metavar="EXPR",
-                   help='.cu only: template instantiation, e.g. "matmul<float, 16>"')
+    c.add_argument(
+        "--name-expression",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help='.cu only: template instantiation, e.g. "matmul<float, 16>"',
+    )
 
     v = sub.add_parser("versions", help="print toolchain versions as JSON")
-    v.add_argument("--libraries", action="store_true",
-                   help="also report the CUDA libraries' load paths (absolute)")
+    v.add_argument(
+        "--libraries",
+        action="store_true",
+        help="also report the CUDA libraries' load paths (absolute)",
+    )
     return parser
 
 

@@ -1,7 +1,7 @@
 """CLI tests in subprocesses: the contract the Pants rule relies on.
 
 Each run happens in a fresh temporary "sandbox" directory holding copies of
-the compiler and kernel sources, with relative paths only, and with any system
+the compiler, gpu_spec and kernel sources, with relative paths only, and with any system
 CUDA hidden (PATH without CUDA dirs, no CUDA_HOME / CUDA_PATH /
 LD_LIBRARY_PATH): the NVIDIA wheels must be what gets loaded.
 """
@@ -40,7 +40,9 @@ def _hidden_cuda_env() -> dict:
     def keep(d: str) -> bool:
         return "cuda" not in d.lower() and not os.path.exists(os.path.join(d, "nvcc"))
 
-    env["PATH"] = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if d and keep(d))
+    env["PATH"] = os.pathsep.join(
+        d for d in os.environ.get("PATH", "").split(os.pathsep) if d and keep(d)
+    )
     env["PYTHONPATH"] = os.pathsep.join(["src/python", "src/spec"])  # relative to the sandbox cwd
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
@@ -55,14 +57,14 @@ def _make_sandbox(root: str) -> str:
         ignore=shutil.ignore_patterns("__pycache__", "*_test.py"),
     )
     shutil.copytree(
-        os.path.join(SRC_ROOT, "imaging", "kernels"),
-        os.path.join(dst, "imaging", "kernels"),
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    shutil.copytree(
         os.path.join(SPEC_ROOT, "gpu_spec"),
         os.path.join(root, "src", "spec", "gpu_spec"),
         ignore=shutil.ignore_patterns("__pycache__", "*_test.py", "conftest.py"),
+    )
+    shutil.copytree(
+        os.path.join(SRC_ROOT, "imaging", "kernels"),
+        os.path.join(dst, "imaging", "kernels"),
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
     return root
 
@@ -82,6 +84,7 @@ def _read_tree(d: str) -> dict:
     return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
 
 
+# fmt: off
 COMPILES = [
     [
         "--source", "src/python/imaging/kernels/blur.py", "--capability", "sm_87",
@@ -93,6 +96,7 @@ COMPILES = [
         "--lineinfo", "--ptx-version", "8.5",
     ],
 ]
+# fmt: on
 
 
 def test_cli_outputs_are_byte_identical_across_sandboxes(tmp_path):
@@ -115,6 +119,7 @@ def test_cli_outputs_are_byte_identical_across_sandboxes(tmp_path):
             assert b"/tmp/" not in blob
 
 
+# fmt: off
 def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(
@@ -143,6 +148,7 @@ def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
     )
     assert p.returncode == 1 and "newer than the toolchain" in p.stderr
     assert not os.path.exists(os.path.join(sandbox, "out3"))
+# fmt: on
 
 
 def test_cli_usage_error_exits_2(tmp_path):
@@ -157,7 +163,15 @@ def test_versions_and_wheel_libraries_only(tmp_path):
     assert p.returncode == 0, p.stderr
     tc = json.loads(p.stdout)["toolchain"]
     assert set(tc) == {
-        "cuda", "numba-cuda", "numba", "llvmlite", "nvvm", "nvrtc", "nvjitlink", "cuda-core", "cuda-bindings",
+        "cuda",
+        "numba-cuda",
+        "numba",
+        "llvmlite",
+        "nvvm",
+        "nvrtc",
+        "nvjitlink",
+        "cuda-core",
+        "cuda-bindings",
     }
     assert tc["cuda"] == "13.0"
 
@@ -172,8 +186,12 @@ def test_versions_and_wheel_libraries_only(tmp_path):
         "print(json.dumps({'mapped': list(toolchain.mapped_cuda_libraries()), 'libs': toolchain.library_paths()}))\n"
     )
     q = subprocess.run(
-        [sys.executable, "-c", code], cwd=sandbox, env=_hidden_cuda_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        [sys.executable, "-c", code],
+        cwd=sandbox,
+        env=_hidden_cuda_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
     )
     assert q.returncode == 0, q.stderr
     info = json.loads(q.stdout)

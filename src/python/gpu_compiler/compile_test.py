@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
+from typing import List, NamedTuple, Tuple
 
 import pytest
 
@@ -26,8 +28,7 @@ pytestmark = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or
 
 from gpu_compiler import CompileError  # noqa: E402
 from gpu_compiler.compile import CompileOptions, compile_source, write_outputs  # noqa: E402
-from gpu_compiler.elf import read_cubin_header  # noqa: E402
-from gpu_compiler.ptx import file_directives, parse_entries, ptx_target, ptx_version  # noqa: E402
+from gpu_compiler.ptx import parse_entries, ptx_target, ptx_version  # noqa: E402
 
 SRC_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/python
 REPO_ROOT = os.path.dirname(os.path.dirname(SRC_ROOT))
@@ -44,6 +45,52 @@ EXAMPLES = {
     "sobel.cu": {"modules": ["sobel"]},
     "matmul.cu": {"modules": ["matmul"], "name_expressions": MATMUL_EXPRS},
 }
+
+
+class CubinHeader(NamedTuple):
+    abi_version: int
+    e_flags: int
+    sm: int  # e.g. 90
+
+    @property
+    def capability(self) -> str:
+        return "sm_%d" % self.sm
+
+
+def read_cubin_header(data: bytes) -> CubinHeader:
+    """The target SM of a cubin, from its ELF64 header: checks a cubin without a GPU.
+
+    Encoding, measured on cubins from nvJitLink 13.0 and matching LLVM's
+    ``llvm/BinaryFormat/ELF.h``: ``e_machine`` is EM_CUDA (190) and
+    ``e_ident[EI_OSABI]`` is 0x41 (ELFOSABI_CUDA). The SM number (major*10+minor,
+    e.g. 90 = 0x5a) sits in ``e_flags`` at a place that depends on
+    ``e_ident[EI_ABIVERSION]``:
+
+    * ABI version 8 (``ELFABIVERSION_CUDA_V2``; what CUDA 13 emits for every SM):
+      bits 8-15 (``EF_CUDA_SM_MASK = 0xff00``), ``EF_CUDA_ACCELERATORS = 0x8``
+      marks ``sm_XYa``. Seen: sm_75 0x06004b04, sm_80 0x06005004,
+      sm_87 0x06005704, sm_90 0x06005a04, sm_100 0x06006402, sm_120 0x06007802.
+    * ABI version 7 and older (``ELFABIVERSION_CUDA_V1``; CUDA 12 and earlier):
+      the low byte (``EF_CUDA_SM = 0xff``), with the virtual (PTX) SM in bits
+      16-23.
+    """
+    assert len(data) >= 64 and data[:4] == b"\x7fELF", "not an ELF file"
+    assert data[4] == 2 and data[5] == 1, "not a little-endian ELF64 file"
+    osabi, abi_version = data[7], data[8]
+    (e_machine,) = struct.unpack_from("<H", data, 18)
+    (e_flags,) = struct.unpack_from("<I", data, 48)
+    assert e_machine == 190, "ELF e_machine is %d, not EM_CUDA (190)" % e_machine
+    assert osabi == 0x41, "ELF OS/ABI is 0x%x, not CUDA (0x41)" % osabi
+    sm = (e_flags >> 8) & 0xFF if abi_version >= 8 else e_flags & 0xFF
+    return CubinHeader(abi_version=abi_version, e_flags=e_flags, sm=sm)
+
+
+def file_directives(ptx: str) -> List[Tuple[int, str]]:
+    """All ``.file`` directives of a PTX module as ``(index, path)`` pairs."""
+    return [
+        (int(m.group(1)), m.group(2))
+        for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.MULTILINE)
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +165,12 @@ def test_numba_2d_and_strided_abi():
 
     h = compile_source(KERNELS + "histogram.py", "sm_80", _options("histogram.py"))
     by_name = {m.name: m.kernels[0] for m in h.modules}
-    assert by_name["histogram_256__1"].args[0] == {"kind": "array", "dtype": "uint8", "ndim": 1, "layout": "A"}
+    assert by_name["histogram_256__1"].args[0] == {
+        "kind": "array",
+        "dtype": "uint8",
+        "ndim": 1,
+        "layout": "A",
+    }
     assert by_name["histogram_256__0"].args[1]["dtype"] == "uint32"
 
 
@@ -188,7 +240,9 @@ def test_options_recorded_in_metadata():
     r = compile_source(
         KERNELS + "sobel.cu",
         "sm_80",
-        CompileOptions(fast_math=True, max_registers=32, defines=["FOO", "BAR=2"], include_dirs=[KERNELS]),
+        CompileOptions(
+            fast_math=True, max_registers=32, defines=["FOO", "BAR=2"], include_dirs=[KERNELS]
+        ),
     )
     assert r.metadata()["options"] == {
         "fast_math": True,

@@ -35,7 +35,9 @@ from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
 
 # "path(12): error: ..." / "path(3): catastrophic error: ..."
-_DIAG_RE = re.compile(r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE)
+_DIAG_RE = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE
+)
 
 
 @dataclass
@@ -85,7 +87,9 @@ def _check(result: Tuple, what: str) -> Tuple:
     err = result[0]
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         _, msg = nvrtc.nvrtcGetErrorString(err)
-        raise RuntimeError("%s failed: %s" % (what, msg.decode() if isinstance(msg, bytes) else msg))
+        raise RuntimeError(
+            "%s failed: %s" % (what, msg.decode() if isinstance(msg, bytes) else msg)
+        )
     return result[1:]
 
 
@@ -110,13 +114,13 @@ def compile_cuda_source(
     name_expressions: Sequence[str] = (),
 ) -> CudaPTX:
     """Compile ``source_path`` to PTX for ``capability``; CompileError on failure."""
-    from cuda.bindings import nvrtc
-
     try:
         with open(source_path, "rb") as f:
             source = f.read()
     except OSError as e:
-        raise CompileError("%s: error: cannot read source: %s" % (source_path, e), source=source_path)
+        raise CompileError(
+            "%s: error: cannot read source: %s" % (source_path, e), source=source_path
+        )
 
     options = nvrtc_options(
         capability,
@@ -127,6 +131,17 @@ def compile_cuda_source(
         max_registers=max_registers,
     )
     exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
+    ptx_text, lowered, log = _run_nvrtc(source, source_path, capability, options, exprs)
+    ptx_text = ptxmod.relativize_file_directives(ptx_text)
+    kernels = _kernels(ptx_text, lowered, source_path)
+    return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
+
+
+def _run_nvrtc(
+    source: bytes, source_path: str, capability: str, options: List[str], exprs: List[str]
+) -> Tuple[str, Dict[str, str], str]:
+    """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
+    from cuda.bindings import nvrtc
 
     (prog,) = _check(
         nvrtc.nvrtcCreateProgram(source, source_path.encode("utf-8"), 0, [], []),
@@ -135,36 +150,58 @@ def compile_cuda_source(
     try:
         for e in exprs:
             _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
-        opt_bytes = [o.encode("utf-8") for o in options]
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
-        log = relativize_text(_get_log(prog)).strip()
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            m = _DIAG_RE.search(log)
-            raise CompileError(
-                "%s: error: NVRTC failed to compile for %s:\n%s"
-                % (source_path, capability, log or str(err)),
-                source=m.group("file") if m else source_path,
-                line=int(m.group("line")) if m else None,
-            )
-        (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-        buf = b" " * size
-        _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
-        ptx_text = buf.rstrip(b"\x00").decode("utf-8")
-        lowered: Dict[str, str] = {}
-        for e in exprs:
-            try:
-                (name,) = _check(
-                    nvrtc.nvrtcGetLoweredName(prog, e.encode("utf-8")), "nvrtcGetLoweredName"
-                )
-            except RuntimeError as ex:
-                raise CompileError(
-                    "%s: error: name expression %r: %s" % (source_path, e, ex), source=source_path
-                ) from None
-            lowered[e] = name.decode("utf-8") if isinstance(name, bytes) else str(name)
+        log = _compile_program(prog, options, source_path, capability)
+        ptx_text = _get_ptx(prog)
+        lowered = {e: _lowered_name(prog, e, source_path) for e in exprs}
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+    return ptx_text, lowered, log
 
-    ptx_text = ptxmod.relativize_file_directives(ptx_text)
+
+def _compile_program(prog, options: List[str], source_path: str, capability: str) -> str:
+    """Run the compile; its log, or a CompileError located by NVRTC's first diagnostic."""
+    from cuda.bindings import nvrtc
+
+    opt_bytes = [o.encode("utf-8") for o in options]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
+    log = relativize_text(_get_log(prog)).strip()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        m = _DIAG_RE.search(log)
+        raise CompileError(
+            "%s: error: NVRTC failed to compile for %s:\n%s"
+            % (source_path, capability, log or str(err)),
+            source=m.group("file") if m else source_path,
+            line=int(m.group("line")) if m else None,
+        )
+    return log
+
+
+def _get_ptx(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+    buf = b" " * size
+    _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+    return buf.rstrip(b"\x00").decode("utf-8")
+
+
+def _lowered_name(prog, expr: str, source_path: str) -> str:
+    """The mangled entry NVRTC gave a name expression's instantiation."""
+    from cuda.bindings import nvrtc
+
+    try:
+        (name,) = _check(
+            nvrtc.nvrtcGetLoweredName(prog, expr.encode("utf-8")), "nvrtcGetLoweredName"
+        )
+    except RuntimeError as ex:
+        raise CompileError(
+            "%s: error: name expression %r: %s" % (source_path, expr, ex), source=source_path
+        ) from None
+    return name.decode("utf-8") if isinstance(name, bytes) else str(name)
+
+
+def _kernels(ptx_text: str, lowered: Dict[str, str], source_path: str) -> List[CudaKernel]:
+    """Every ``.entry`` of the PTX, named by its name expression where it has one."""
     entries = ptxmod.parse_entries(ptx_text)
     by_entry = {v: k for k, v in lowered.items()}
     for e, low in lowered.items():
@@ -176,12 +213,11 @@ def compile_cuda_source(
             )
     if not entries:
         raise CompileError(
-            "%s: error: no kernels in the PTX: declare extern \"C\" __global__ kernels "
+            '%s: error: no kernels in the PTX: declare extern "C" __global__ kernels '
             "or instantiate templates with name expressions" % (source_path,),
             source=source_path,
         )
-    kernels = [
+    return [
         CudaKernel(name=by_entry.get(entry, entry), entry=entry, params=params)
         for entry, params in entries.items()
     ]
-    return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)

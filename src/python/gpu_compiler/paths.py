@@ -12,20 +12,20 @@ import os
 from typing import Optional
 
 
-def display_path(path: str, given: Optional[str] = None, given_as: Optional[str] = None) -> str:
+def display_path(path: str, given: Optional[str] = None) -> str:
     """How to show ``path`` to a user.
 
     If ``path`` is the same file as ``given`` (the source path as the caller
-    gave it), show ``given_as`` (normally ``given`` itself) so messages match
-    the command line. Otherwise a path under the cwd is shown relative to it.
+    gave it), show ``given`` so messages match the command line. Otherwise a
+    path under the cwd is shown relative to it.
     """
-    if given is not None and _same(path, given):
-        return given_as if given_as is not None else given
+    if given is not None and same_file(path, given):
+        return given
     if os.path.isabs(path):
         cwd = os.getcwd().rstrip(os.sep) + os.sep
         norm = os.path.normpath(path)
         if norm.startswith(cwd):
-            return norm[len(cwd):]
+            return norm[len(cwd) :]
     return path
 
 
@@ -48,5 +48,6 @@ def is_under(path: str, root: str) -> bool:
     return p == r or p.startswith(r.rstrip(os.sep) + os.sep)
 
 
-def _same(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
+    """The same path once both are made absolute (no symlinks resolved)."""
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 _VERSION_LINE_RE = re.compile(r"^(\s*)\.version\s+(\d+)\.(\d+)\s*$", re.MULTILINE)
 _TARGET_LINE_RE = re.compile(r"^\s*\.target\s+([^\s/]+)", re.MULTILINE)
@@ -105,7 +105,7 @@ def parse_entries(ptx: str) -> Dict[str, List[str]]:
         name = m.group(1)
         params: List[str] = []
         # Find the start of the parameter list, which may be on the entry line.
-        rest = line[m.end(1):]
+        rest = line[m.end(1) :]
         if "(" not in rest:
             entries[name] = params
             i += 1
@@ -151,15 +151,7 @@ def relativize_file_directives(ptx: str, root: Optional[str] = None) -> str:
         if os.path.isabs(path):
             norm = os.path.normpath(path)
             if norm.startswith(prefix):
-                path = norm[len(prefix):]
+                path = norm[len(prefix) :]
         return m.group(1) + path + m.group(3)
 
     return _FILE_RE.sub(fix, ptx)
-
-
-def file_directives(ptx: str) -> List[Tuple[int, str]]:
-    """All ``.file`` directives as ``(index, path)`` pairs."""
-    out = []
-    for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.MULTILINE):
-        out.append((int(m.group(1)), m.group(2)))
-    return out

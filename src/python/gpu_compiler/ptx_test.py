@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+from typing import List, Tuple
 
 import pytest
 
@@ -45,6 +47,14 @@ SAMPLE = """//
 """
 
 
+def file_directives(ptx_text: str) -> List[Tuple[int, str]]:
+    """All ``.file`` directives as ``(index, path)`` pairs."""
+    return [
+        (int(m.group(1)), m.group(2))
+        for m in re.finditer(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx_text, re.MULTILINE)
+    ]
+
+
 def test_ptx_version_and_target():
     assert ptx.ptx_version(SAMPLE) == "9.0"
     assert ptx.ptx_target(SAMPLE) == "sm_90"
@@ -71,10 +81,10 @@ def test_parse_entries():
 
 def test_relativize_file_directives():
     out = ptx.relativize_file_directives(SAMPLE, root="/sandbox/abc")
-    assert ptx.file_directives(out) == [(1, "src/k.cu"), (2, "/elsewhere/h.cuh")]
+    assert file_directives(out) == [(1, "src/k.cu"), (2, "/elsewhere/h.cuh")]
 
 
 def test_relativize_defaults_to_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     text = '\t.file\t1 "%s"\n' % os.path.join(str(tmp_path), "a", "b.py")
-    assert ptx.file_directives(ptx.relativize_file_directives(text)) == [(1, "a/b.py")]
+    assert file_directives(ptx.relativize_file_directives(text)) == [(1, "a/b.py")]

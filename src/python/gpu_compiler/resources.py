@@ -44,6 +44,103 @@ def _empty() -> Dict[str, Optional[int]]:
     return {k: None for k in RESOURCE_KEYS}
 
 
+class _InfoLogParser:
+    """Collects the ptxas blocks and the nvJitLink blocks of one log, per function.
+
+    A line belongs to the function named by the last "Function properties"
+    (or "Compiling entry function") header of its own kind, so each handler
+    only fills in the block that is open. Handlers run in order and the first
+    that takes a line wins; one that does not take it lets the next try.
+    """
+
+    def __init__(self) -> None:
+        self.ptxas: Dict[str, Dict[str, Optional[int]]] = {}
+        self.link: Dict[str, Dict[str, Optional[int]]] = {}
+        self.current_ptxas: Optional[str] = None
+        self.current_link: Optional[str] = None
+
+    def feed(self, line: str) -> None:
+        for handler in (
+            self._ptxas_header,
+            self._ptxas_spills,
+            self._ptxas_used,
+            self._link_header,
+            self._link_used,
+        ):
+            if handler(line):
+                return
+
+    def _ptxas_header(self, line: str) -> bool:
+        m = _PTXAS_COMPILING_RE.match(line) or _PTXAS_PROPS_RE.match(line)
+        if not m:
+            return False
+        self.current_ptxas = m.group(1)
+        self.ptxas.setdefault(self.current_ptxas, _empty())
+        self.current_link = None
+        return True
+
+    def _ptxas_spills(self, line: str) -> bool:
+        m = _PTXAS_SPILL_RE.search(line)
+        if not (m and self.current_ptxas is not None and line.startswith("ptxas")):
+            return False
+        d = self.ptxas[self.current_ptxas]
+        d["local_bytes"] = int(m.group(1))
+        d["spill_stores"] = int(m.group(2))
+        d["spill_loads"] = int(m.group(3))
+        return True
+
+    def _ptxas_used(self, line: str) -> bool:
+        m = _PTXAS_USED_RE.match(line)
+        if not (m and self.current_ptxas is not None):
+            return False
+        d = self.ptxas[self.current_ptxas]
+        d["registers"] = int(m.group(1))
+        sm = _SMEM_RE.search(m.group(2))
+        if sm:
+            d["shared_bytes"] = int(sm.group(1))
+        return True
+
+    def _link_header(self, line: str) -> bool:
+        m = _LINK_PROPS_RE.match(line)
+        if not m:
+            return False
+        self.current_link = m.group(1)
+        self.link.setdefault(self.current_link, _empty())
+        self.current_ptxas = None
+        return True
+
+    def _link_used(self, line: str) -> bool:
+        m = _LINK_USED_RE.match(line)
+        if not (m and self.current_link is not None):
+            return False
+        d = self.link[self.current_link]
+        d["registers"] = int(m.group(1))
+        rest = m.group(2)
+        sm = _SMEM_RE.search(rest)
+        if sm:
+            d["shared_bytes"] = int(sm.group(1))
+        stack = _STACK_RE.search(rest)
+        lmem = _LMEM_RE.search(rest)
+        if stack or lmem:
+            d["local_bytes"] = (int(stack.group(1)) if stack else 0) + (
+                int(lmem.group(1)) if lmem else 0
+            )
+        return True
+
+    def merged(self) -> Dict[str, Dict[str, int]]:
+        """ptxas' functions first, in log order, then any only nvJitLink reports."""
+        out: Dict[str, Dict[str, int]] = {}
+        for name in list(self.ptxas) + [n for n in self.link if n not in self.ptxas]:
+            merged = _empty()
+            for src in (self.ptxas.get(name), self.link.get(name)):
+                if src:
+                    for k, v in src.items():
+                        if v is not None:
+                            merged[k] = v
+            out[name] = {k: int(v or 0) for k, v in merged.items()}
+        return out
+
+
 def parse_info_log(log: str) -> Dict[str, Dict[str, int]]:
     """Map function name -> resource dict for every function in the log.
 
@@ -51,72 +148,10 @@ def parse_info_log(log: str) -> Dict[str, Dict[str, int]]:
     per-module lines where both give a value; spills only appear in ptxas'
     lines. Missing numbers default to 0 so every dict has all keys.
     """
-    ptxas: Dict[str, Dict[str, Optional[int]]] = {}
-    link: Dict[str, Dict[str, Optional[int]]] = {}
-    current_ptxas: Optional[str] = None
-    current_link: Optional[str] = None
-
+    parser = _InfoLogParser()
     for raw in log.splitlines():
-        line = raw.rstrip()
-        m = _PTXAS_COMPILING_RE.match(line)
-        if m:
-            current_ptxas = m.group(1)
-            ptxas.setdefault(current_ptxas, _empty())
-            current_link = None
-            continue
-        m = _PTXAS_PROPS_RE.match(line)
-        if m:
-            current_ptxas = m.group(1)
-            ptxas.setdefault(current_ptxas, _empty())
-            current_link = None
-            continue
-        m = _PTXAS_SPILL_RE.search(line)
-        if m and current_ptxas is not None and line.startswith("ptxas"):
-            d = ptxas[current_ptxas]
-            d["local_bytes"] = int(m.group(1))
-            d["spill_stores"] = int(m.group(2))
-            d["spill_loads"] = int(m.group(3))
-            continue
-        m = _PTXAS_USED_RE.match(line)
-        if m and current_ptxas is not None:
-            d = ptxas[current_ptxas]
-            d["registers"] = int(m.group(1))
-            sm = _SMEM_RE.search(m.group(2))
-            if sm:
-                d["shared_bytes"] = int(sm.group(1))
-            continue
-        m = _LINK_PROPS_RE.match(line)
-        if m:
-            current_link = m.group(1)
-            link.setdefault(current_link, _empty())
-            current_ptxas = None
-            continue
-        m = _LINK_USED_RE.match(line)
-        if m and current_link is not None:
-            d = link[current_link]
-            d["registers"] = int(m.group(1))
-            rest = m.group(2)
-            sm = _SMEM_RE.search(rest)
-            if sm:
-                d["shared_bytes"] = int(sm.group(1))
-            stack = _STACK_RE.search(rest)
-            lmem = _LMEM_RE.search(rest)
-            if stack or lmem:
-                d["local_bytes"] = (int(stack.group(1)) if stack else 0) + (
-                    int(lmem.group(1)) if lmem else 0
-                )
-            continue
-
-    out: Dict[str, Dict[str, int]] = {}
-    for name in list(ptxas) + [n for n in link if n not in ptxas]:
-        merged = _empty()
-        for src in (ptxas.get(name), link.get(name)):
-            if src:
-                for k, v in src.items():
-                    if v is not None:
-                        merged[k] = v
-        out[name] = {k: int(v or 0) for k, v in merged.items()}
-    return out
+        parser.feed(raw.rstrip())
+    return parser.merged()
 
 
 def resources_for(log: str, entry: str) -> Dict[str, int]:

@@ -48,7 +48,13 @@ def test_spills():
 
 def test_two_entries():
     all_ = parse_info_log(TWO_LOG)
-    assert all_["a"] == {"registers": 64, "shared_bytes": 1296, "local_bytes": 0, "spill_stores": 0, "spill_loads": 0}
+    assert all_["a"] == {
+        "registers": 64,
+        "shared_bytes": 1296,
+        "local_bytes": 0,
+        "spill_stores": 0,
+        "spill_loads": 0,
+    }
     assert all_["b"]["registers"] == 12 and all_["b"]["shared_bytes"] == 2048
 
 

@@ -3,8 +3,8 @@
 Why: the versions go into every ``metadata.json`` so an artifact says what
 built it, and ``python -m gpu_compiler versions`` lets a bench or test check a
 toolchain PEX without compiling anything. Versions come from installed
-distribution metadata where possible (exact wheel versions such as 13.0.88,
-cheap, no library load), falling back to the libraries' own version calls.
+distribution metadata (exact wheel versions such as 13.0.88, cheap, no library
+load): both pinned toolchains install every component as a wheel.
 
 Library locations are reported only on request (``library_paths``): they are
 absolute, machine-specific paths, which must never reach build outputs.
@@ -12,12 +12,8 @@ absolute, machine-specific paths, which must never reach build outputs.
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import Dict, Optional, Sequence
-
-try:  # Python 3.8+
-    from importlib import metadata as _metadata
-except ImportError:  # pragma: no cover
-    import importlib_metadata as _metadata  # type: ignore  # pants: no-infer-dep
 
 # Distribution names to try per component, CUDA 13 wheels first, then the
 # CUDA 12 names (``cuda-toolkit[...]==12.*`` splits them differently).
@@ -25,7 +21,7 @@ _DISTS: Dict[str, Sequence[str]] = {
     "numba-cuda": ("numba-cuda",),
     "numba": ("numba",),
     "llvmlite": ("llvmlite",),
-    "nvvm": ("nvidia-nvvm", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc"),
+    "nvvm": ("nvidia-nvvm", "nvidia-cuda-nvcc-cu12"),
     "nvrtc": ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"),
     "nvjitlink": ("nvidia-nvjitlink", "nvidia-nvjitlink-cu12"),
     "cuda-core": ("cuda-core",),
@@ -57,23 +53,6 @@ def cuda_version() -> str:
     return _cuda_version_cache
 
 
-def _api_fallback(component: str) -> Optional[str]:
-    try:
-        if component == "nvrtc":
-            return cuda_version()
-        if component == "nvjitlink":
-            from cuda.bindings import nvjitlink
-
-            return "%d.%d" % tuple(nvjitlink.version())
-        if component == "nvvm":
-            from cuda.bindings import nvvm
-
-            return "%d.%d" % tuple(nvvm.version())
-    except Exception:  # pragma: no cover - best effort only
-        return None
-    return None
-
-
 def versions() -> Dict[str, Optional[str]]:
     """The ``toolchain`` object of ``metadata.json``.
 
@@ -82,10 +61,7 @@ def versions() -> Dict[str, Optional[str]]:
     """
     out: Dict[str, Optional[str]] = {"cuda": cuda_version()}
     for component, dists in _DISTS.items():
-        v = _dist_version(dists)
-        if v is None:
-            v = _api_fallback(component)
-        out[component] = v
+        out[component] = _dist_version(dists)
     return out
 
 

@@ -1,0 +1,88 @@
+"""Running the backend for a source's language, and bringing its output to one shape.
+
+Why: the numba and NVRTC backends each describe their PTX modules and kernels
+their own way; what follows them (``.version`` relabelling, linking, resources,
+metadata) is the same for both and works on ``StagedModule``s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+
+from gpu_compiler.compile_result import CompileOptions
+from gpu_spec.metadata import LANG_NUMBA
+
+
+class StagedKernel(NamedTuple):
+    """A kernel as a backend found it, before linking gives it resources."""
+
+    name: str
+    entry: str
+    signature: Optional[str]
+    abi: str
+    args: Optional[List[Dict[str, Any]]]
+    params: List[str]
+
+
+@dataclass
+class StagedModule:
+    """One module's PTX as a backend produced it, not yet relabelled or linked."""
+
+    name: str
+    ptx: str
+    kernels: List[StagedKernel]
+
+
+def stage_modules(
+    source_path: str, language: str, capability: str, options: CompileOptions
+) -> Tuple[List[StagedModule], List[str]]:
+    """Every module the source compiles to, and the backend's warnings."""
+    if language == LANG_NUMBA:
+        return _stage_numba(source_path, capability, options)
+    return _stage_cuda(source_path, capability, options)
+
+
+def _stage_numba(
+    source_path: str, capability: str, options: CompileOptions
+) -> Tuple[List[StagedModule], List[str]]:
+    """One module per (kernel, signature); nothing from numba is collected as a warning."""
+    from gpu_compiler.numba_backend import compile_numba_source
+
+    staged = [
+        StagedModule(
+            k.module_name,
+            k.ptx,
+            [StagedKernel(k.kernel, k.entry, k.signature, "numba", k.args, k.params)],
+        )
+        for k in compile_numba_source(
+            source_path,
+            capability,
+            sys_path=options.sys_path,
+            fast_math=options.fast_math,
+            lineinfo=options.lineinfo,
+        )
+    ]
+    return staged, []
+
+
+def _stage_cuda(
+    source_path: str, capability: str, options: CompileOptions
+) -> Tuple[List[StagedModule], List[str]]:
+    """One module named after the file's stem; NVRTC's log is the first warning."""
+    from gpu_compiler.nvrtc_backend import compile_cuda_source
+
+    cu = compile_cuda_source(
+        source_path,
+        capability,
+        defines=options.defines,
+        include_dirs=options.include_dirs,
+        fast_math=options.fast_math,
+        lineinfo=options.lineinfo,
+        max_registers=options.max_registers,
+        name_expressions=options.name_expressions,
+    )
+    stem = os.path.splitext(os.path.basename(source_path))[0]
+    kernels = [StagedKernel(k.name, k.entry, None, "c", None, k.params) for k in cu.kernels]
+    return [StagedModule(stem, cu.ptx, kernels)], [cu.log] if cu.log else []

@@ -1,0 +1,74 @@
+"""The numba kernel argument ABI, as recorded per argument in metadata.json.
+
+Why record it: the runtime launches numba kernels without numba, so it needs to
+know how each argument is flattened into PTX params. An array argument is
+passed as meminfo, parent, nitems, itemsize, data pointer, shape[ndim],
+strides[ndim] (bytes) -- all 8-byte values, ``5 + 2*ndim`` PTX params; a scalar
+is passed by value (a complex scalar as two params: real, imag). Only
+array-of-number and number/boolean scalar arguments are supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from gpu_compiler.errors import CompileError
+
+
+def arg_abi(numba_type: Any) -> Dict[str, Any]:
+    """Structured numba-ABI description of one kernel argument type."""
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    scalar_types = (types.Boolean, types.Integer, types.Float, types.Complex)
+    if isinstance(numba_type, types.Array):
+        if not isinstance(numba_type.dtype, scalar_types):
+            raise ValueError("array of %s" % (numba_type.dtype,))
+        return {
+            "kind": "array",
+            "dtype": numpy_support.as_dtype(numba_type.dtype).name,
+            "ndim": int(numba_type.ndim),
+            "layout": str(numba_type.layout),
+        }
+    if isinstance(numba_type, scalar_types):
+        return {"kind": "scalar", "dtype": numpy_support.as_dtype(numba_type).name}
+    raise ValueError(str(numba_type))
+
+
+def abi_param_count(arg: Dict[str, Any]) -> int:
+    """How many PTX kernel params one argument flattens to."""
+    if arg["kind"] == "array":
+        return 5 + 2 * int(arg["ndim"])
+    if arg["dtype"].startswith("complex"):
+        return 2
+    return 1
+
+
+def describe_args(
+    argtypes: Sequence[Any], kernel: str, sig: str, source_path: str, aot_line: Optional[int]
+) -> List[Dict[str, Any]]:
+    """``arg_abi`` of every argument; a CompileError at the table for an unsupported one."""
+    try:
+        return [arg_abi(t) for t in argtypes]
+    except ValueError as e:
+        raise CompileError(
+            "%s%s: error: kernel %r signature %r has an argument of type %s; "
+            "the AOT ABI supports arrays of numbers and number/boolean scalars"
+            % (source_path, ":%d" % aot_line if aot_line else "", kernel, sig, e),
+            source=source_path,
+            line=aot_line,
+        ) from None
+
+
+def check_param_count(
+    params: Sequence[str], args: Sequence[Dict[str, Any]], kernel: str, sig: str, source_path: str
+) -> None:
+    """The PTX entry must have exactly the params the recorded ABI says it has."""
+    expected = sum(abi_param_count(a) for a in args)
+    if expected != len(params):
+        raise CompileError(
+            "%s: error: kernel %r PTX has %d params but the numba ABI of %s gives %d; "
+            "this numba-cuda version's ABI is not what gpu_compiler expects"
+            % (source_path, kernel, len(params), sig, expected),
+            source=source_path,
+        )

@@ -1,0 +1,52 @@
+"""Publishing a compile's files into an output directory, all at once.
+
+Why atomically: a failed or interrupted build must never leave a partial set
+of PTX, cubin and metadata.json for the Pants rule (or a dev-mode cache
+reader) to pick up, and an existing directory is replaced as a whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import List
+
+from gpu_compiler.compile_result import CompileResult
+
+
+def write_outputs(result: CompileResult, out_dir: str) -> List[str]:
+    """Publish the result's files into ``out_dir`` atomically; return file names.
+
+    Files are written to a temporary directory next to ``out_dir`` and renamed
+    into place, so a reader (or a crash) never sees a partial set. An existing
+    ``out_dir`` is replaced.
+    """
+    files = result.files()
+    out_dir = os.path.normpath(out_dir)
+    if os.path.basename(out_dir) in ("", ".", ".."):
+        raise ValueError("out_dir must name a directory to create, got %r" % (out_dir,))
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out_dir), dir=parent)
+    try:
+        for name in sorted(files):
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(files[name])
+        os.chmod(tmp, 0o755)
+        old = None
+        if os.path.lexists(out_dir):
+            old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_dir), dir=parent)
+            os.rmdir(old)
+            os.rename(out_dir, old)
+        os.rename(tmp, out_dir)
+        tmp = None
+        if old is not None:
+            if os.path.isdir(old) and not os.path.islink(old):
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.unlink(old)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(files)
