@@ -17,8 +17,8 @@ import sys
 import pytest
 
 try:
-    import numba.cuda  # noqa: F401
     import cuda.bindings.nvrtc  # noqa: F401
+    import numba.cuda  # noqa: F401
 
     _SKIP_REASON = None
 except Exception as e:  # pragma: no cover - depends on the environment

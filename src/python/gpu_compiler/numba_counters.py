@@ -74,9 +74,9 @@ def fresh_counters() -> Iterator[None]:
     names stay unique for anything else the host process compiles (the
     runtime's JIT path shares the process with the application).
     """
-    import numba.cuda.cudaimpl  # noqa: F401  (make sure every counter exists)
     import numba.cuda.core.bytecode  # noqa: F401
     import numba.cuda.core.ir_utils  # noqa: F401
+    import numba.cuda.cudaimpl  # noqa: F401  (make sure every counter exists)
 
     saved = [c.get() for c in _COUNTERS]
     for c, old in zip(_COUNTERS, saved):

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
-from gpu_spec.capabilities import parse_capability
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
+from gpu_spec.capabilities import parse_capability
 
 # "path(12): error: ..." / "path(3): catastrophic error: ..."
 _DIAG_RE = re.compile(
