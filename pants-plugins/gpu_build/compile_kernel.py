@@ -68,9 +68,12 @@ def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) 
     """The target's capabilities, or the configured default (checked like the field)."""
     if field_set.capabilities.value is not None:
         return field_set.capabilities.value
-    return GpuKernelCapabilitiesField.compute_value(
-        tuple(subsystem.default_capabilities), field_set.address
-    ) or ()
+    return (
+        GpuKernelCapabilitiesField.compute_value(
+            tuple(subsystem.default_capabilities), field_set.address
+        )
+        or ()
+    )
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,9 @@ def compile_argv(
     return tuple(argv)
 
 
-def check_ptx_version(address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec) -> None:
+def check_ptx_version(
+    address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec
+) -> None:
     """Refuses a `ptx_version` the toolchain cannot emit for this capability, before compiling."""
     if not options.ptx_version:
         return

@@ -245,7 +245,9 @@ def test_compile_saxpy_for_sm_90(rule_runner: RuleRunner) -> None:
     )
     assert compiled.address == Address(KERN, target_name="saxpy")
     assert (compiled.capability, compiled.toolchain) == ("sm_90", "cuda13")
-    contents = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [compiled.digest])}
+    contents = {
+        fc.path: fc.content for fc in rule_runner.request(DigestContents, [compiled.digest])
+    }
     assert sorted(contents) == ["metadata.json", "saxpy__0.cubin", "saxpy__0.ptx"]
 
     ptx = contents["saxpy__0.ptx"].decode()

@@ -207,7 +207,10 @@ def test_no_ptx_version_is_always_fine() -> None:
 )
 def test_ptx_version_accepted(spec: ToolchainSpec, ptx_version: str, capability: str) -> None:
     check_ptx_version(
-        Address("a", target_name="k"), KernelCompileOptions(ptx_version=ptx_version), capability, spec
+        Address("a", target_name="k"),
+        KernelCompileOptions(ptx_version=ptx_version),
+        capability,
+        spec,
     )
 
 

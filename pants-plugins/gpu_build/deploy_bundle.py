@@ -62,6 +62,7 @@ from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
+
 class DeployBundleError(Exception):
     """A bundle cannot be built as asked: the message names the bundle, the culprit and a fix."""
 
@@ -105,7 +106,9 @@ def _bundle_kernels(
                 f"The `kernels` field of {field_set.address} lists {tgt.address}, which is a "
                 f"`{tgt.alias}`, not a `gpu_kernel`."
             )
-    found = {tgt.address: tgt for tgt in (*explicit, *closure) if GpuKernelFieldSet.is_applicable(tgt)}
+    found = {
+        tgt.address: tgt for tgt in (*explicit, *closure) if GpuKernelFieldSet.is_applicable(tgt)
+    }
     if not found:
         raise DeployBundleError(
             f"The deploy_bundle {field_set.address} has no kernels: list `gpu_kernel` targets "
@@ -123,7 +126,9 @@ def _bundle_kernels(
     return tuple(found[a] for a in sorted(found))
 
 
-def _check_capabilities(field_set: DeployBundleFieldSet, kernel: GpuKernelFieldSet, subsystem: GpuToolchains) -> None:
+def _check_capabilities(
+    field_set: DeployBundleFieldSet, kernel: GpuKernelFieldSet, subsystem: GpuToolchains
+) -> None:
     offered = kernel_capabilities(kernel, subsystem)
     missing = [c for c in field_set.capabilities.value or () if c not in offered]
     if missing:
@@ -187,7 +192,9 @@ async def package_deploy_bundle(
         _check_capabilities(field_set, kernel, subsystem)
         # Refuse before building anything when the toolchain alone rules the driver out.
         spec = toolchain_spec(
-            subsystem, field_set.toolchain.value or kernel.toolchain.value, origin=f"The target {address}"
+            subsystem,
+            field_set.toolchain.value or kernel.toolchain.value,
+            origin=f"The target {address}",
         )
         isa = kernel.ptx_version.value or spec.ptx_isa
         _check_driver(field_set, kernel.address, spec.name, spec.cuda, isa)
@@ -242,14 +249,20 @@ async def package_deploy_bundle(
                 },
             }
         )
-        placed.append((kernel, f"{cache_dir}/{variant_dir(name, kernel.toolchain, kernel.capability)}"))
+        placed.append(
+            (kernel, f"{cache_dir}/{variant_dir(name, kernel.toolchain, kernel.capability)}")
+        )
 
     try:
         manifest = build_manifest(
             bundle=address.target_name,
             driver=field_set.driver_version.value or "",
             libraries=[
-                {"name": k.address.target_name, "target": str(k.address), "outputs": outputs[k.address.target_name]}
+                {
+                    "name": k.address.target_name,
+                    "target": str(k.address),
+                    "outputs": outputs[k.address.target_name],
+                }
                 for k in kernels
             ],
             capabilities=capabilities,
@@ -270,8 +283,7 @@ async def package_deploy_bundle(
         for kernel in compiled
     )
     parts = await MultiGet(
-        Get(Digest, AddPrefix(files, prefix))
-        for files, (_, prefix) in zip(kernel_files, placed)
+        Get(Digest, AddPrefix(files, prefix)) for files, (_, prefix) in zip(kernel_files, placed)
     )
     bundle_files = await MultiGet(
         Get(

@@ -38,7 +38,11 @@ def tree_digest(path: Path) -> dict[str, str]:
 def pex_wheels(pex: Path) -> list[str]:
     with zipfile.ZipFile(pex) as zf:
         return sorted(
-            {name.split("/")[1] for name in zf.namelist() if name.startswith(".deps/") and name.split("/")[1]}
+            {
+                name.split("/")[1]
+                for name in zf.namelist()
+                if name.startswith(".deps/") and name.split("/")[1]
+            }
         )
 
 
@@ -87,8 +91,15 @@ def test_bundles_are_reproducible_and_clean(bundles: Bundles) -> None:
 def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     bundle = bundles.repo / "dist" / "imaging_h200"
     wheels = pex_wheels(bundle / "app.pex")
-    assert [w.split("-")[0] for w in wheels] == ["cuda_bindings", "cuda_core", "cuda_pathfinder", "numpy"], wheels
-    assert all(("cp312" in w and "x86_64" in w) or w.endswith("py3-none-any.whl") for w in wheels), wheels
+    assert [w.split("-")[0] for w in wheels] == [
+        "cuda_bindings",
+        "cuda_core",
+        "cuda_pathfinder",
+        "numpy",
+    ], wheels
+    assert all(
+        ("cp312" in w and "x86_64" in w) or w.endswith("py3-none-any.whl") for w in wheels
+    ), wheels
     with zipfile.ZipFile(bundle / "app.pex") as zf:
         names = zf.namelist()
     top_level = {n.split("/")[2] for n in names if n.startswith(".deps/") and n.count("/") >= 3}
@@ -99,7 +110,13 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     assert "gpu_spec/compatibility.py" in names
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     assert manifest["capabilities"] == ["sm_90"] and manifest["driver"] == "13.0"
-    assert {lib["name"] for lib in manifest["libraries"]} == {"saxpy", "blur", "histogram", "sobel", "matmul"}
+    assert {lib["name"] for lib in manifest["libraries"]} == {
+        "saxpy",
+        "blur",
+        "histogram",
+        "sobel",
+        "matmul",
+    }
     for rel, sha in manifest["files"].items():
         assert hashlib.sha256((bundle / "cache" / rel).read_bytes()).hexdigest() == sha
 
@@ -143,6 +160,9 @@ deploy_bundle(
     message = " ".join(run.stderr.split())
     assert f"The deploy_bundle {APP}:orin_with_cuda13 targets a CUDA 12.6 driver" in message
     assert "src/python/imaging/kernels:saxpy" in message
-    assert "cubins built by CUDA 13.0" in message and "PTX ISA 9.0, which needs a CUDA 13.0 driver" in message
+    assert (
+        "cubins built by CUDA 13.0" in message
+        and "PTX ISA 9.0, which needs a CUDA 13.0 driver" in message
+    )
     assert "Fix: set the bundle's `toolchain`" in message
     assert not (bundles.repo / "dist" / "orin_with_cuda13").exists()

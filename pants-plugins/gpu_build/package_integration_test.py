@@ -52,6 +52,7 @@ EM_CUDA = 190
 def all_compiles() -> set[tuple[str, str]]:
     return {(f"{KERNELS_DIR}/{src}", cap) for src in KERNELS.values() for cap in CAPABILITIES}
 
+
 def dist_files(repo: Path, names: Sequence[str]) -> dict[str, bytes]:
     out = {}
     for name in names:
@@ -110,9 +111,9 @@ def test_second_run_compiles_nothing(workspace: Workspace) -> None:
 
 def test_editing_one_kernel_recompiles_only_it(workspace: Workspace) -> None:
     compiles = workspace.after_edit.compiles
-    assert sorted(compiles) == [(f"{KERNELS_DIR}/sobel.cu", cap) for cap in CAPABILITIES], (
-        workspace.after_edit.stderr[-4000:]
-    )
+    assert sorted(compiles) == [
+        (f"{KERNELS_DIR}/sobel.cu", cap) for cap in CAPABILITIES
+    ], workspace.after_edit.stderr[-4000:]
 
 
 def ptx_version(ptx: str) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import pytest
 
 COMPILE_LINE = re.compile(r"Completed: Compile (\S+) for (sm_\d+) \((\w+)\)")
 
+
 @dataclass(frozen=True)
 class PantsRun:
     args: Sequence[str]
@@ -80,7 +81,6 @@ def copy_checkout(source: Path, dest: Path) -> None:
         shutil.copy2(src, target, follow_symlinks=False)
         copied += 1
     assert copied and (dest / "pants").is_file(), f"nothing to copy from {source}"
-
 
 
 def repo_root() -> Path:

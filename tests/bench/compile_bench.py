@@ -25,14 +25,22 @@ from datetime import datetime
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNEL_DIR = "src/python/imaging/kernels"
-LINE = re.compile(r"^(\d\d:\d\d:\d\d\.\d\d) \[INFO\] (Starting|Completed): (Compile (\S+) for (sm_\d+) \(\w+\)|Build the GPU kernel toolchain \w+)")
+LINE = re.compile(
+    r"^(\d\d:\d\d:\d\d\.\d\d) \[INFO\] (Starting|Completed): (Compile (\S+) for (sm_\d+) \(\w+\)|Build the GPU kernel toolchain \w+)"
+)
 
 
 def copy_repo(dest: str) -> None:
-    files = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO, check=True, capture_output=True,
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         src = os.path.join(REPO, rel)
         if os.path.isfile(src):
@@ -45,7 +53,9 @@ def cold_build(repo: str, store: str) -> tuple[float, dict[str, float], float]:
     start = time.perf_counter()
     proc = subprocess.run(
         ["./pants", "--no-pantsd", f"--local-store-dir={store}", "package", f"{KERNEL_DIR}::"],
-        cwd=repo, capture_output=True, text=True,
+        cwd=repo,
+        capture_output=True,
+        text=True,
     )
     total = time.perf_counter() - start
     if proc.returncode != 0:
@@ -88,31 +98,56 @@ def main() -> None:
                 walls.setdefault(key, []).append(seconds)
         inproc_json = os.path.join(work, "inprocess.json")
         subprocess.run(
-            ["./pants", "--no-pantsd", "run", "tests/bench/compile_inprocess.py", "--",
-             "--repo", repo, "--json", inproc_json],
-            cwd=repo, check=True, capture_output=True,
+            [
+                "./pants",
+                "--no-pantsd",
+                "run",
+                "tests/bench/compile_inprocess.py",
+                "--",
+                "--repo",
+                repo,
+                "--json",
+                inproc_json,
+            ],
+            cwd=repo,
+            check=True,
+            capture_output=True,
         )
         with open(inproc_json) as f:
             inproc = json.load(f)
         dist = os.path.join(repo, "dist", KERNEL_DIR.replace("/", "."))
-        print(f"cold `./pants package {KERNEL_DIR}::` from an empty local store, median of {args.runs}: "
-              f"{statistics.median(totals):.1f} s (toolchain PEX build {statistics.median(toolchains):.1f} s); "
-              f"numba import in process: {inproc['import_s']:.2f} s")
+        print(
+            f"cold `./pants package {KERNEL_DIR}::` from an empty local store, median of {args.runs}: "
+            f"{statistics.median(totals):.1f} s (toolchain PEX build {statistics.median(toolchains):.1f} s); "
+            f"numba import in process: {inproc['import_s']:.2f} s"
+        )
         print()
-        print("| kernel | cap | Pants process s | in-process s | overhead s | PTX bytes | cubin bytes |")
+        print(
+            "| kernel | cap | Pants process s | in-process s | overhead s | PTX bytes | cubin bytes |"
+        )
         print("|---|---|---|---|---|---|---|")
         for key in sorted(walls):
             name, cap = key.split()
             target = os.path.splitext(name)[0]
             out = os.path.join(dist, target, cap)
-            ptx = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".ptx"))
-            cubin = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".cubin"))
+            ptx = sum(
+                os.path.getsize(os.path.join(out, f)) for f in os.listdir(out) if f.endswith(".ptx")
+            )
+            cubin = sum(
+                os.path.getsize(os.path.join(out, f))
+                for f in os.listdir(out)
+                if f.endswith(".cubin")
+            )
             process = statistics.median(walls[key])
             inside = inproc["compiles"][key]["median_s"]
-            print(f"| {name} | {cap} | {process:.2f} | {inside:.3f} | {process - inside:.2f} | {ptx} | {cubin} |")
+            print(
+                f"| {name} | {cap} | {process:.2f} | {inside:.3f} | {process - inside:.2f} | {ptx} | {cubin} |"
+            )
         all_proc = [statistics.median(v) for v in walls.values()]
         all_in = [inproc["compiles"][k]["median_s"] for k in walls]
-        print(f"| all {len(walls)} | | sum {sum(all_proc):.1f} | sum {sum(all_in):.2f} | median {statistics.median(p - q for p, q in zip(all_proc, all_in)):.2f} | | |")
+        print(
+            f"| all {len(walls)} | | sum {sum(all_proc):.1f} | sum {sum(all_in):.2f} | median {statistics.median(p - q for p, q in zip(all_proc, all_in)):.2f} | | |"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

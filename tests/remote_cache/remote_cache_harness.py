@@ -52,7 +52,8 @@ def base_env() -> dict[str, str]:
     PANTS_BOOTSTRAP_CACHE is ./pants' own knob (where the Pants venv lives), not an option: kept.
     """
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith("PANTS_") or k == "PANTS_BOOTSTRAP_CACHE"
     }
     env.pop("GPU_BUILD_REPO_ROOT", None)
@@ -100,8 +101,17 @@ def clone_repo(source: str, dest: str) -> str:
 def commit_all(repo: str, message: str) -> None:
     _git(["add", "-A"], repo)
     _git(
-        ["-c", "user.name=remote-cache-test", "-c", "user.email=ci@localhost", "commit", "--quiet",
-         "--allow-empty", "-m", message],
+        [
+            "-c",
+            "user.name=remote-cache-test",
+            "-c",
+            "user.email=ci@localhost",
+            "commit",
+            "--quiet",
+            "--allow-empty",
+            "-m",
+            message,
+        ],
         repo,
     )
 
@@ -116,8 +126,15 @@ class BuildGrid:
 
     def start(self, port: int | None = None) -> str:
         # --watch-pid: should this process die before stop() (a test timeout), the server follows.
-        args = ["bash", os.path.join(self.repo, BUILDGRID_SCRIPT), "start", "--state-dir", self.state_dir,
-                "--watch-pid", str(os.getpid())]
+        args = [
+            "bash",
+            os.path.join(self.repo, BUILDGRID_SCRIPT),
+            "start",
+            "--state-dir",
+            self.state_dir,
+            "--watch-pid",
+            str(os.getpid()),
+        ]
         if port:
             args += ["--port", str(port)]
         proc = subprocess.run(args, capture_output=True, text=True, env=base_env())
@@ -128,8 +145,16 @@ class BuildGrid:
 
     def stop(self) -> None:
         subprocess.run(
-            ["bash", os.path.join(self.repo, BUILDGRID_SCRIPT), "stop", "--state-dir", self.state_dir],
-            capture_output=True, text=True, env=base_env(),
+            [
+                "bash",
+                os.path.join(self.repo, BUILDGRID_SCRIPT),
+                "stop",
+                "--state-dir",
+                self.state_dir,
+            ],
+            capture_output=True,
+            text=True,
+            env=base_env(),
         )
 
     @property
@@ -184,7 +209,8 @@ class PantsRun:
 
     def compiles(self, source: str | None = None) -> list[ProcessRecord]:
         return [
-            p for p in self.processes
+            p
+            for p in self.processes
             if p.description.startswith(COMPILE_PREFIX) and (source is None or p.source == source)
         ]
 
@@ -197,12 +223,18 @@ class PantsRun:
         for p in self.processes:
             by_source[p.source] = by_source.get(p.source, 0) + 1
         compiles = {s: len(self.compiles(s)) for s in ("Ran", "HitLocally", "HitRemotely")}
-        keys = ("remote_cache_requests", "remote_cache_requests_cached",
-                "remote_cache_requests_uncached", "remote_cache_read_errors",
-                "remote_cache_write_successes", "remote_cache_write_errors",
-                "local_execution_requests", "local_cache_requests_cached")
+        keys = (
+            "remote_cache_requests",
+            "remote_cache_requests_cached",
+            "remote_cache_requests_uncached",
+            "remote_cache_read_errors",
+            "remote_cache_write_successes",
+            "remote_cache_write_errors",
+            "local_execution_requests",
+            "local_cache_requests_cached",
+        )
         counters = ", ".join(f"{k}={self.counters.get(k, '?')}" for k in keys)
-        return (f"{self.wall_s:.1f} s; processes {by_source}; compiles {compiles}; {counters}")
+        return f"{self.wall_s:.1f} s; processes {by_source}; compiles {compiles}; {counters}"
 
 
 def parse_counters(stderr: str) -> dict[str, int]:
@@ -271,7 +303,9 @@ def run_pants(
     run_env = base_env()
     run_env.update(env or {})
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=repo, capture_output=True, text=True, env=run_env, timeout=timeout)
+    proc = subprocess.run(
+        argv, cwd=repo, capture_output=True, text=True, env=run_env, timeout=timeout
+    )
     wall = time.perf_counter() - start
     try:
         processes = parse_processes(workunit_dir)

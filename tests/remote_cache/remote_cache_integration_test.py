@@ -58,8 +58,11 @@ class Session:
 
     def package(self, repo: str, store: str, spec: str = PACKAGE_SPEC, **kwargs) -> PantsRun:
         run = harness.run_pants(
-            repo, ["package", spec], local_store=self.path(store),
-            remote_address=self.server.address, **kwargs,
+            repo,
+            ["package", spec],
+            local_store=self.path(store),
+            remote_address=self.server.address,
+            **kwargs,
         )
         print(f"\n[{os.path.basename(repo)} {store}] package {spec}: {run.summary()}")
         return run
@@ -94,7 +97,9 @@ def cold(session: Session) -> Session:
 
 def assert_all_compiles_remote_hits(run: PantsRun, cold: PantsRun) -> None:
     ran = [p.description for p in run.compiles("Ran")]
-    assert not ran, f"kernel compiles that ran instead of hitting the remote cache: {ran}\n{run.summary()}"
+    assert (
+        not ran
+    ), f"kernel compiles that ran instead of hitting the remote cache: {ran}\n{run.summary()}"
     hits = sorted(p.description for p in run.compiles("HitRemotely"))
     assert hits == sorted(p.description for p in cold.compiles()), run.summary()
     assert run.counters.get("remote_cache_requests_cached", 0) >= len(hits), run.summary()
@@ -104,7 +109,9 @@ def assert_all_compiles_remote_hits(run: PantsRun, cold: PantsRun) -> None:
 def test_second_checkout_gets_every_compile_from_the_remote_cache(cold: Session) -> None:
     repo_b = cold.clone("elsewhere/checkout-b")
     # Another PATH as well: a directory in front, one at the back.
-    path = os.pathsep.join([cold.path("bin-b"), os.environ.get("PATH", "/usr/bin:/bin"), "/opt/nowhere/bin"])
+    path = os.pathsep.join(
+        [cold.path("bin-b"), os.environ.get("PATH", "/usr/bin:/bin"), "/opt/nowhere/bin"]
+    )
     run = cold.package(repo_b, "store-b", env={"PATH": path}).check()
     assert_all_compiles_remote_hits(run, cold.cold)
     # Cacheable processes that still ran (none expected); reported to make a regression obvious.
@@ -158,7 +165,9 @@ def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Sessi
     changed = ["--changed-since=HEAD", "--changed-dependents=transitive"]
 
     nothing = harness.run_pants(
-        repo_e, [*changed, "package"], local_store=cold.path("store-e"),
+        repo_e,
+        [*changed, "package"],
+        local_store=cold.path("store-e"),
         remote_address=cold.server.address,
     ).check()
     assert nothing.written() == [], nothing.stderr[-3000:]
@@ -166,7 +175,10 @@ def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Sessi
     with open(os.path.join(repo_e, EDITED_KERNEL), "a") as f:
         f.write("\n# edited by the --changed-since test\n")
     listed = harness.run_pants(
-        repo_e, [*changed, "list"], local_store=cold.path("store-e"), remote_cache=False,
+        repo_e,
+        [*changed, "list"],
+        local_store=cold.path("store-e"),
+        remote_cache=False,
         remote_address=None,
     ).check()
     targets = set(listed.stdout.split())
@@ -175,7 +187,9 @@ def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Sessi
     assert not {f"{KERNEL_DIR}:{k}" for k in ("blur", "histogram", "sobel", "matmul")} & targets
 
     run = harness.run_pants(
-        repo_e, [*changed, "package"], local_store=cold.path("store-e"),
+        repo_e,
+        [*changed, "package"],
+        local_store=cold.path("store-e"),
         remote_address=cold.server.address,
     ).check()
     written = run.written()
