@@ -28,12 +28,8 @@ import pytest
 import toml  # pants: no-infer-dep (installed with pantsbuild.pants)
 
 from gpu_build import register
-from gpu_build.compile_kernel import (
-    CompiledKernel,
-    CompileKernelRequest,
-    GpuKernelCompileError,
-    GpuKernelFieldSet,
-)
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest, GpuKernelCompileError
+from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_build.package_kernel import GpuKernelPackageFieldSet
 from gpu_build.target_types import GpuKernelTarget
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec

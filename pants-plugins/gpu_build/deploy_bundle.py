@@ -15,12 +15,8 @@ import tarfile
 from dataclasses import dataclass
 from typing import Iterable
 
-from gpu_build.compile_kernel import (
-    CompiledKernel,
-    CompileKernelRequest,
-    GpuKernelFieldSet,
-    kernel_capabilities,
-)
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
+from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.toolchain import toolchain_spec
 from gpu_build.target_types import (
