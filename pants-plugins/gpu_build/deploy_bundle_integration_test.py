@@ -22,17 +22,9 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build.testutil import PantsRun, copy_checkout, repo_root, run_pants
+from gpu_build.pants_harness import PantsRun, copy_checkout, repo_root, run_pants, tree_digests
 
 APP = "src/python/imaging"
-
-
-def tree_digest(path: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    }
 
 
 def pex_wheels(pex: Path) -> list[str]:
@@ -62,17 +54,17 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
         repo = tmp / "repo"
         copy_checkout(repo_root(), repo)
         specs = (f"{APP}:imaging_h200", f"{APP}:imaging_orin")
-        run = run_pants(repo, tmp / "store1", "package", *specs).check()
+        run = run_pants(repo, ["package", *specs], local_store=tmp / "store1").check()
         dist = repo / "dist"
-        first = {name: tree_digest(dist / name) for name in ("imaging_h200", "imaging_orin")}
+        first = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         first["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
             for a in ("imaging_h200.tar.gz", "imaging_orin.tar.gz")
         }
         # A stale file from "an earlier package" must not survive the next one.
         (dist / "imaging_h200" / "cache" / "stale.cubin").write_bytes(b"old")
-        run_pants(repo, tmp / "store2", "package", *specs).check()
-        second = {name: tree_digest(dist / name) for name in ("imaging_h200", "imaging_orin")}
+        run_pants(repo, ["package", *specs], local_store=tmp / "store2").check()
+        second = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         second["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
             for a in ("imaging_h200.tar.gz", "imaging_orin.tar.gz")
@@ -153,7 +145,9 @@ deploy_bundle(
 """
     )
     try:
-        run = run_pants(bundles.repo, bundles.store, "package", f"{APP}:orin_with_cuda13")
+        run = run_pants(
+            bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store
+        )
     finally:
         build.write_text(original)
     assert run.returncode != 0

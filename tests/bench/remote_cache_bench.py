@@ -28,9 +28,10 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tests", "remote_cache"))
+sys.path[:0] = [os.path.join(REPO, "pants-plugins"), os.path.join(REPO, "tests", "remote_cache")]
 
 import remote_cache_harness as harness  # noqa: E402
+from gpu_build.pants_harness import PantsRun  # noqa: E402
 
 SCENARIOS = ("cold", "remote hit", "no-op", "no-op pantsd")
 
@@ -55,13 +56,11 @@ def kill_pantsd(repo: str) -> None:
                     time.sleep(0.1)
 
 
-def one_run(
-    scratch: str, repo_a: str, repo_b: str, spec: str, i: int
-) -> dict[str, harness.PantsRun]:
-    runs: dict[str, harness.PantsRun] = {}
+def one_run(scratch: str, repo_a: str, repo_b: str, spec: str, i: int) -> dict[str, PantsRun]:
+    runs: dict[str, PantsRun] = {}
     with harness.buildgrid(REPO, state_dir=os.path.join(scratch, f"buildgrid-{i}")) as server:
 
-        def package(repo: str, store: str, **kwargs) -> harness.PantsRun:
+        def package(repo: str, store: str, **kwargs) -> PantsRun:
             return harness.run_pants(
                 repo,
                 ["package", spec],
@@ -95,7 +94,7 @@ def main() -> int:
     try:
         repo_a = harness.clone_repo(REPO, os.path.join(scratch, "checkout-a"))
         repo_b = harness.clone_repo(REPO, os.path.join(scratch, "elsewhere", "checkout-b"))
-        all_runs: list[dict[str, harness.PantsRun]] = []
+        all_runs: list[dict[str, PantsRun]] = []
         for i in range(args.runs):
             runs = one_run(scratch, repo_a, repo_b, args.spec, i)
             all_runs.append(runs)
@@ -124,7 +123,7 @@ def main() -> int:
         sources = ", ".join(f"{k} {v}" for k, v in sorted(by_source.items())) or "none"
         print(
             f"| {name:<13} | {statistics.median(walls):8.1f} | {min(walls):5.1f}-{max(walls):<5.1f} | "
-            f"{sources:<36} | {len(run.compiles('Ran')):>12} | "
+            f"{sources:<36} | {len(run.compile_processes('Ran')):>12} | "
             f"{run.counters.get('remote_cache_requests_cached', 0):>11} |"
         )
     return 0
