@@ -8,8 +8,6 @@ import random
 import struct
 import tarfile
 
-import pytest
-
 from gpu_build.bundle_archive import deterministic_tar_gz
 from pants.engine.fs import FileContent
 

@@ -61,15 +61,9 @@ async def device_pex(request: DevicePexRequest) -> DevicePex:
             f"packed or loose directory layout), got {[e.path for e in files]}."
         )
     filename = f"{binary.address.target_name}.pex"
+    path = f"{field_set.output_dir}/{filename}"
     digest = await Get(
-        Digest,
-        CreateDigest(
-            [
-                FileEntry(
-                    f"{field_set.output_dir}/{filename}", files[0].file_digest, is_executable=True
-                )
-            ]
-        ),
+        Digest, CreateDigest([FileEntry(path, files[0].file_digest, is_executable=True)])
     )
     return DevicePex(digest, filename)
 
