@@ -2,28 +2,17 @@
 
 One process per (source, capability), so the process cache holds each variant on its own: editing
 a kernel re-runs that kernel's processes only, and a bundle that ships a subset of capabilities
-reuses the same cache entries. The argv is built by a pure function, tested without the engine.
+reuses the same cache entries. The process itself is built by `compile_process`, a pure function.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from gpu_build.compile_process import OUT_DIR, compile_process
+from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions
 from gpu_build.subsystem import GpuToolchains
-from gpu_build.target_types import (
-    GpuKernelCapabilitiesField,
-    GpuKernelDefinesField,
-    GpuKernelDependenciesField,
-    GpuKernelFastMathField,
-    GpuKernelIncludeDirsField,
-    GpuKernelLineInfoField,
-    GpuKernelMaxRegistersField,
-    GpuKernelNameExpressionsField,
-    GpuKernelPtxVersionField,
-    GpuKernelSourceField,
-    GpuKernelToolchainField,
-)
+from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
 from gpu_spec.errors import SpecError
 from gpu_spec.ptx_isa import validate_ptx_version
@@ -35,101 +24,18 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import FieldSet, SourcesField, TransitiveTargets, TransitiveTargetsRequest
+from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
 from pants.source.source_root import SourceRoot, SourceRootRequest
-from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
-
-OUT_DIR = "__gpu_out"
 
 
 class GpuKernelCompileError(Exception):
     """A kernel failed to compile: the message names the target, file, capability and log."""
 
 
-@dataclass(frozen=True)
-class GpuKernelFieldSet(FieldSet):
-    required_fields = (GpuKernelSourceField,)
-
-    source: GpuKernelSourceField
-    capabilities: GpuKernelCapabilitiesField
-    ptx_version: GpuKernelPtxVersionField
-    toolchain: GpuKernelToolchainField
-    fast_math: GpuKernelFastMathField
-    lineinfo: GpuKernelLineInfoField
-    max_registers: GpuKernelMaxRegistersField
-    defines: GpuKernelDefinesField
-    include_dirs: GpuKernelIncludeDirsField
-    name_expressions: GpuKernelNameExpressionsField
-    dependencies: GpuKernelDependenciesField
-
-
-def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) -> tuple[str, ...]:
-    """The target's capabilities, or the configured default (checked like the field)."""
-    if field_set.capabilities.value is not None:
-        return field_set.capabilities.value
-    return GpuKernelCapabilitiesField.compute_value(
-        tuple(subsystem.default_capabilities), field_set.address
-    ) or ()
-
-
-@dataclass(frozen=True)
-class KernelCompileOptions:
-    fast_math: bool = False
-    lineinfo: bool = False
-    max_registers: int | None = None
-    ptx_version: str | None = None
-    defines: tuple[str, ...] = ()
-    include_dirs: tuple[str, ...] = ()
-    name_expressions: tuple[str, ...] = ()
-
-    @classmethod
-    def from_field_set(cls, field_set: GpuKernelFieldSet) -> KernelCompileOptions:
-        spec_path = field_set.address.spec_path
-        return cls(
-            fast_math=field_set.fast_math.value,
-            lineinfo=field_set.lineinfo.value,
-            max_registers=field_set.max_registers.value,
-            ptx_version=field_set.ptx_version.value,
-            defines=tuple(field_set.defines.value or ()),
-            include_dirs=tuple(
-                os.path.normpath(os.path.join(spec_path, d))
-                for d in (field_set.include_dirs.value or ())
-            ),
-            name_expressions=tuple(field_set.name_expressions.value or ()),
-        )
-
-
-def compile_argv(
-    *,
-    source: str,
-    capability: str,
-    out_dir: str,
-    sys_path: tuple[str, ...],
-    options: KernelCompileOptions,
-) -> tuple[str, ...]:
-    """The `python -m gpu_compiler` arguments for one compile; paths are buildroot-relative."""
-    argv = ["compile", "--source", source, "--capability", capability, "--out-dir", out_dir]
-    for path in sys_path:
-        argv += ["--sys-path", path]
-    if options.ptx_version:
-        argv += ["--ptx-version", options.ptx_version]
-    if options.fast_math:
-        argv.append("--fast-math")
-    if options.lineinfo:
-        argv.append("--lineinfo")
-    if options.max_registers is not None:
-        argv += ["--max-registers", str(options.max_registers)]
-    for define in options.defines:
-        argv += ["--define", define]
-    for include_dir in options.include_dirs:
-        argv += ["--include-dir", include_dir]
-    for expression in options.name_expressions:
-        argv += ["--name-expression", expression]
-    return tuple(argv)
-
-
-def check_ptx_version(address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec) -> None:
+def check_ptx_version(
+    address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec
+) -> None:
     """Refuses a `ptx_version` the toolchain cannot emit for this capability, before compiling."""
     if not options.ptx_version:
         return
@@ -140,6 +46,57 @@ def check_ptx_version(address: Address, options: KernelCompileOptions, capabilit
             f"The `ptx_version` field in target {address} cannot be used with the GPU toolchain "
             f"{spec.name!r} (CUDA {spec.cuda}, PTX ISA {spec.ptx_isa}) for {capability}: {e}"
         ) from e
+
+
+def compile_failure(
+    address: Address, source: str, capability: str, spec: ToolchainSpec, stderr: bytes
+) -> GpuKernelCompileError:
+    return GpuKernelCompileError(
+        softwrap(
+            f"""
+            Failed to compile {source} (target {address}) for {capability}
+            with the GPU toolchain {spec.name!r}:
+            """
+        )
+        + "\n\n"
+        + stderr.decode(errors="replace").strip()
+    )
+
+
+@dataclass(frozen=True)
+class KernelSourcesRequest:
+    address: Address
+    source: str  # the kernel's source file
+
+
+@dataclass(frozen=True)
+class KernelSources:
+    """The files a compile reads (the source and its dependencies') and the source's root."""
+
+    digest: Digest
+    source_root: str
+
+
+@rule
+async def kernel_sources(request: KernelSourcesRequest) -> KernelSources:
+    transitive, source_root = await MultiGet(
+        Get(TransitiveTargets, TransitiveTargetsRequest([request.address])),
+        Get(SourceRoot, SourceRootRequest, SourceRootRequest.for_file(request.source)),
+    )
+    sources = await Get(
+        SourceFiles,
+        SourceFilesRequest(
+            (tgt.get(SourcesField) for tgt in transitive.closure),
+            for_sources_types=(
+                GpuKernelSourceField,
+                PythonSourceField,
+                FileSourceField,
+                ResourceSourceField,
+            ),
+            enable_codegen=True,
+        ),
+    )
+    return KernelSources(sources.snapshot.digest, source_root.path)
 
 
 @dataclass(frozen=True)
@@ -169,55 +126,22 @@ async def compile_kernel(request: CompileKernelRequest, subsystem: GpuToolchains
     options = KernelCompileOptions.from_field_set(field_set)
     check_ptx_version(address, options, request.capability, spec)
 
-    source_path = field_set.source.file_path
-    toolchain, transitive, source_root = await MultiGet(
+    source = field_set.source.file_path
+    toolchain, sources = await MultiGet(
         Get(ToolchainPex, ToolchainPexRequest(spec)),
-        Get(TransitiveTargets, TransitiveTargetsRequest([address])),
-        Get(SourceRoot, SourceRootRequest, SourceRootRequest.for_file(source_path)),
+        Get(KernelSources, KernelSourcesRequest(address, source)),
     )
-    sources = await Get(
-        SourceFiles,
-        SourceFilesRequest(
-            (tgt.get(SourcesField) for tgt in transitive.closure),
-            for_sources_types=(
-                GpuKernelSourceField,
-                PythonSourceField,
-                FileSourceField,
-                ResourceSourceField,
-            ),
-            enable_codegen=True,
-        ),
-    )
-    argv = compile_argv(
-        source=source_path,
+    process = compile_process(
+        toolchain=toolchain,
+        source=source,
         capability=request.capability,
-        out_dir=OUT_DIR,
-        sys_path=(source_root.path,),
+        sys_path=(sources.source_root,),
         options=options,
+        input_digest=sources.digest,
     )
-    result = await Get(
-        FallibleProcessResult,
-        VenvPexProcess(
-            toolchain.pex,
-            argv=argv,
-            input_digest=sources.snapshot.digest,
-            output_directories=(OUT_DIR,),
-            description=f"Compile {source_path} for {request.capability} ({spec.name})",
-            # INFO: each compile that really runs (not a cache hit) shows up in the log.
-            level=LogLevel.INFO,
-        ),
-    )
+    result = await Get(FallibleProcessResult, VenvPexProcess, process)
     if result.exit_code != 0:
-        raise GpuKernelCompileError(
-            softwrap(
-                f"""
-                Failed to compile {source_path} (target {address}) for {request.capability}
-                with the GPU toolchain {spec.name!r}:
-                """
-            )
-            + "\n\n"
-            + result.stderr.decode(errors="replace").strip()
-        )
+        raise compile_failure(address, source, request.capability, spec, result.stderr)
     digest = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
     return CompiledKernel(
         address=address, capability=request.capability, toolchain=spec.name, digest=digest

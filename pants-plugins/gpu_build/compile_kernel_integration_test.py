@@ -28,12 +28,8 @@ import pytest
 import toml  # pants: no-infer-dep (installed with pantsbuild.pants)
 
 from gpu_build import register
-from gpu_build.compile_kernel import (
-    CompiledKernel,
-    CompileKernelRequest,
-    GpuKernelCompileError,
-    GpuKernelFieldSet,
-)
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest, GpuKernelCompileError
+from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_build.package_kernel import GpuKernelPackageFieldSet
 from gpu_build.target_types import GpuKernelTarget
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
@@ -143,6 +139,63 @@ def first_party_code() -> dict[str, bytes]:
     return code
 
 
+# Kernels that fail: a numba typing error on line 10, a CUDA C++ syntax error on line 5.
+BROKEN_PY = dedent(
+    '''\
+    """A numba kernel that does not type-check: float32 + str on line 10."""
+
+    from numba import cuda
+
+
+    @cuda.jit
+    def broken(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x[i] + "oops"
+
+
+    AOT_SIGNATURES = {"broken": ["void(float32[::1], float32[::1])"]}
+    '''
+)
+BROKEN_CU = dedent(
+    """\
+    // A CUDA C++ syntax error on line 5.
+    extern "C" __global__ void oops(float* out, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            out[i] = 1.0f +;
+        }
+    }
+    """
+)
+KERN_BUILD = dedent(
+    """\
+    gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_90"])
+    gpu_kernel(name="broken_numba", source="broken.py", capabilities=["sm_90"])
+    gpu_kernel(name="broken_cu", source="broken.cu", capabilities=["sm_90"])
+    gpu_kernel(
+        name="future_ptx",
+        source="saxpy.py",
+        capabilities=["sm_90"],
+        ptx_version="9.9",
+    )
+    """
+)
+
+
+def build_root_files() -> dict[str, str | bytes]:
+    """The RuleRunner's build root: the toolchain's code and lockfile, and the test kernels."""
+    return {
+        **first_party_code(),
+        **CODE_BUILD_FILES,
+        LOCKFILE: repo_file(LOCKFILE),
+        f"{KERN}/saxpy.py": repo_file(SAXPY),
+        f"{KERN}/broken.py": BROKEN_PY,
+        f"{KERN}/broken.cu": BROKEN_CU,
+        f"{KERN}/BUILD": KERN_BUILD,
+    }
+
+
 @pytest.fixture(scope="module")
 def rule_runner() -> Iterator[RuleRunner]:
     runner = RuleRunner(
@@ -164,55 +217,7 @@ def rule_runner() -> Iterator[RuleRunner]:
             PythonSourcesGeneratorTarget,
         ],
     )
-    runner.write_files(
-        {
-            **first_party_code(),
-            **CODE_BUILD_FILES,
-            LOCKFILE: repo_file(LOCKFILE),
-            f"{KERN}/saxpy.py": repo_file(SAXPY),
-            f"{KERN}/broken.py": dedent(
-                '''\
-                """A numba kernel that does not type-check: float32 + str on line 10."""
-
-                from numba import cuda
-
-
-                @cuda.jit
-                def broken(out, x):
-                    i = cuda.grid(1)
-                    if i < out.size:
-                        out[i] = x[i] + "oops"
-
-
-                AOT_SIGNATURES = {"broken": ["void(float32[::1], float32[::1])"]}
-                '''
-            ),
-            f"{KERN}/broken.cu": dedent(
-                """\
-                // A CUDA C++ syntax error on line 5.
-                extern "C" __global__ void oops(float* out, int n) {
-                    int i = blockIdx.x * blockDim.x + threadIdx.x;
-                    if (i < n) {
-                        out[i] = 1.0f +;
-                    }
-                }
-                """
-            ),
-            f"{KERN}/BUILD": dedent(
-                """\
-                gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_90"])
-                gpu_kernel(name="broken_numba", source="broken.py", capabilities=["sm_90"])
-                gpu_kernel(name="broken_cu", source="broken.cu", capabilities=["sm_90"])
-                gpu_kernel(
-                    name="future_ptx",
-                    source="saxpy.py",
-                    capabilities=["sm_90"],
-                    ptx_version="9.9",
-                )
-                """
-            ),
-        }
-    )
+    runner.write_files(build_root_files())
     runner.set_options(repo_options(), env=pex_cli_env(), env_inherit=PYTHON_BOOTSTRAP_ENV)
     try:
         runner.request(
@@ -246,7 +251,9 @@ def test_compile_saxpy_for_sm_90(rule_runner: RuleRunner) -> None:
     )
     assert compiled.address == Address(KERN, target_name="saxpy")
     assert (compiled.capability, compiled.toolchain) == ("sm_90", "cuda13")
-    contents = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [compiled.digest])}
+    contents = {
+        fc.path: fc.content for fc in rule_runner.request(DigestContents, [compiled.digest])
+    }
     assert sorted(contents) == ["metadata.json", "saxpy__0.cubin", "saxpy__0.ptx"]
 
     ptx = contents["saxpy__0.ptx"].decode()

@@ -1,29 +1,29 @@
-"""Pure tests of the compile rule's helpers: argv, options from fields, ptx_version checks.
+"""Pure tests of the compile rule's helpers: the process, options from fields, ptx_version checks.
 
-Like Pants' docker_binary_test, the process argv is built by a plain function and tested
+Like Pants' docker_binary_test, the whole process is built by a plain function and asserted
 without the engine; targets are constructed directly (their fields validate on construction).
 """
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 import pytest
 
-from gpu_build.compile_kernel import (
-    OUT_DIR,
-    GpuKernelCompileError,
-    GpuKernelFieldSet,
-    KernelCompileOptions,
-    check_ptx_version,
-    compile_argv,
-    kernel_capabilities,
-)
+from gpu_build.compile_kernel import GpuKernelCompileError, check_ptx_version
+from gpu_build.compile_process import OUT_DIR, compile_argv, compile_process
+from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions, kernel_capabilities
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import GpuKernelTarget
-from gpu_build.toolchain import ToolchainSpec, UnknownToolchainError, toolchain_spec
+from gpu_build.toolchain import ToolchainPex, ToolchainSpec, UnknownToolchainError, toolchain_spec
+from pants.backend.python.util_rules.pex import Script, VenvPex, VenvPexProcess
 from pants.engine.addresses import Address
+from pants.engine.fs import Digest
+from pants.engine.process import ProcessCacheScope
 from pants.testutil.option_util import create_subsystem
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
 
 CUDA13 = ToolchainSpec(name="cuda13", resolve="cuda13", cuda="13.0")
 CUDA12 = ToolchainSpec(name="cuda12", resolve="cuda12", cuda="12.6")
@@ -51,7 +51,60 @@ def toolchains(**options: Any) -> GpuToolchains:
 
 
 # -----------------------------------------------------------------------------------------------
-# compile_argv
+# compile_process and compile_argv
+
+
+def test_compile_process() -> None:
+    pex = VenvPex(
+        digest=Digest("1" * 64, 100),
+        append_only_caches=None,
+        pex_filename="gpu_toolchain_cuda12.pex",
+        pex=Script(PurePath("gpu_toolchain_cuda12.pex_pex_shim.sh")),
+        python=Script(PurePath("gpu_toolchain_cuda12.pex_python_shim.sh")),
+        bin=FrozenDict(),
+        venv_rel_dir="venvs/abc",
+    )
+    sources = Digest("2" * 64, 200)
+    process = compile_process(
+        toolchain=ToolchainPex(CUDA12, pex),
+        source=f"{KERNELS}/sobel.cu",
+        capability="sm_87",
+        sys_path=("src/python",),
+        options=KernelCompileOptions(lineinfo=True, include_dirs=(KERNELS,)),
+        input_digest=sources,
+    )
+    description = f"Compile {KERNELS}/sobel.cu for sm_87 (cuda12)"
+    assert process == VenvPexProcess(
+        pex,
+        description=description,
+        argv=(
+            "compile",
+            "--source",
+            f"{KERNELS}/sobel.cu",
+            "--capability",
+            "sm_87",
+            "--out-dir",
+            OUT_DIR,
+            "--sys-path",
+            "src/python",
+            "--lineinfo",
+            "--include-dir",
+            KERNELS,
+        ),
+        level=LogLevel.INFO,
+        input_digest=sources,
+        working_directory=None,
+        extra_env=None,
+        output_files=None,
+        output_directories=(OUT_DIR,),
+        timeout_seconds=None,
+        execution_slot_variable=None,
+        concurrency_available=0,
+        cache_scope=ProcessCacheScope.SUCCESSFUL,
+        append_only_caches=None,
+    )
+    # VenvPexProcess leaves `description` out of equality, as Process does.
+    assert process.description == description
 
 
 def test_argv_minimal_numba() -> None:
@@ -207,7 +260,10 @@ def test_no_ptx_version_is_always_fine() -> None:
 )
 def test_ptx_version_accepted(spec: ToolchainSpec, ptx_version: str, capability: str) -> None:
     check_ptx_version(
-        Address("a", target_name="k"), KernelCompileOptions(ptx_version=ptx_version), capability, spec
+        Address("a", target_name="k"),
+        KernelCompileOptions(ptx_version=ptx_version),
+        capability,
+        spec,
     )
 
 

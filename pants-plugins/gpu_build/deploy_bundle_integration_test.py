@@ -22,23 +22,19 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build.testutil import PantsRun, copy_checkout, repo_root, run_pants
+from gpu_build.pants_harness import PantsRun, copy_checkout, repo_root, run_pants, tree_digests
 
 APP = "src/python/imaging"
-
-
-def tree_digest(path: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    }
 
 
 def pex_wheels(pex: Path) -> list[str]:
     with zipfile.ZipFile(pex) as zf:
         return sorted(
-            {name.split("/")[1] for name in zf.namelist() if name.startswith(".deps/") and name.split("/")[1]}
+            {
+                name.split("/")[1]
+                for name in zf.namelist()
+                if name.startswith(".deps/") and name.split("/")[1]
+            }
         )
 
 
@@ -58,17 +54,17 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
         repo = tmp / "repo"
         copy_checkout(repo_root(), repo)
         specs = (f"{APP}:imaging_h200", f"{APP}:imaging_orin")
-        run = run_pants(repo, tmp / "store1", "package", *specs).check()
+        run = run_pants(repo, ["package", *specs], local_store=tmp / "store1").check()
         dist = repo / "dist"
-        first = {name: tree_digest(dist / name) for name in ("imaging_h200", "imaging_orin")}
+        first = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         first["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
             for a in ("imaging_h200.tar.gz", "imaging_orin.tar.gz")
         }
         # A stale file from "an earlier package" must not survive the next one.
         (dist / "imaging_h200" / "cache" / "stale.cubin").write_bytes(b"old")
-        run_pants(repo, tmp / "store2", "package", *specs).check()
-        second = {name: tree_digest(dist / name) for name in ("imaging_h200", "imaging_orin")}
+        run_pants(repo, ["package", *specs], local_store=tmp / "store2").check()
+        second = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         second["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
             for a in ("imaging_h200.tar.gz", "imaging_orin.tar.gz")
@@ -87,8 +83,15 @@ def test_bundles_are_reproducible_and_clean(bundles: Bundles) -> None:
 def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     bundle = bundles.repo / "dist" / "imaging_h200"
     wheels = pex_wheels(bundle / "app.pex")
-    assert [w.split("-")[0] for w in wheels] == ["cuda_bindings", "cuda_core", "cuda_pathfinder", "numpy"], wheels
-    assert all(("cp312" in w and "x86_64" in w) or w.endswith("py3-none-any.whl") for w in wheels), wheels
+    assert [w.split("-")[0] for w in wheels] == [
+        "cuda_bindings",
+        "cuda_core",
+        "cuda_pathfinder",
+        "numpy",
+    ], wheels
+    assert all(
+        ("cp312" in w and "x86_64" in w) or w.endswith("py3-none-any.whl") for w in wheels
+    ), wheels
     with zipfile.ZipFile(bundle / "app.pex") as zf:
         names = zf.namelist()
     top_level = {n.split("/")[2] for n in names if n.startswith(".deps/") and n.count("/") >= 3}
@@ -99,7 +102,13 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     assert "gpu_spec/compatibility.py" in names
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     assert manifest["capabilities"] == ["sm_90"] and manifest["driver"] == "13.0"
-    assert {lib["name"] for lib in manifest["libraries"]} == {"saxpy", "blur", "histogram", "sobel", "matmul"}
+    assert {lib["name"] for lib in manifest["libraries"]} == {
+        "saxpy",
+        "blur",
+        "histogram",
+        "sobel",
+        "matmul",
+    }
     for rel, sha in manifest["files"].items():
         assert hashlib.sha256((bundle / "cache" / rel).read_bytes()).hexdigest() == sha
 
@@ -136,13 +145,18 @@ deploy_bundle(
 """
     )
     try:
-        run = run_pants(bundles.repo, bundles.store, "package", f"{APP}:orin_with_cuda13")
+        run = run_pants(
+            bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store
+        )
     finally:
         build.write_text(original)
     assert run.returncode != 0
     message = " ".join(run.stderr.split())
     assert f"The deploy_bundle {APP}:orin_with_cuda13 targets a CUDA 12.6 driver" in message
     assert "src/python/imaging/kernels:saxpy" in message
-    assert "cubins built by CUDA 13.0" in message and "PTX ISA 9.0, which needs a CUDA 13.0 driver" in message
+    assert (
+        "cubins built by CUDA 13.0" in message
+        and "PTX ISA 9.0, which needs a CUDA 13.0 driver" in message
+    )
     assert "Fix: set the bundle's `toolchain`" in message
     assert not (bundles.repo / "dist" / "orin_with_cuda13").exists()

@@ -31,7 +31,7 @@ from typing import Iterator, Sequence
 
 import pytest
 
-from gpu_build.testutil import PantsRun, base_env, copy_checkout, repo_root, run_pants
+from gpu_build.pants_harness import PantsRun, base_env, copy_checkout, repo_root, run_pants
 
 KERNELS_DIR = "src/python/imaging/kernels"
 SPEC = f"{KERNELS_DIR}::"
@@ -51,6 +51,16 @@ EM_CUDA = 190
 
 def all_compiles() -> set[tuple[str, str]]:
     return {(f"{KERNELS_DIR}/{src}", cap) for src in KERNELS.values() for cap in CAPABILITIES}
+
+
+def compiles(run: PantsRun) -> list[tuple[str, str]]:
+    """(source, capability) of every compile process that really ran."""
+    return [(c.source, c.capability) for c in run.logged_compiles()]
+
+
+def package(repo: Path, store: Path) -> PantsRun:
+    return run_pants(repo, ["package", SPEC], local_store=store).check()
+
 
 def dist_files(repo: Path, names: Sequence[str]) -> dict[str, bytes]:
     out = {}
@@ -73,18 +83,18 @@ class Workspace:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
-    root = str(repo_root())
+    root = repo_root()
     tmp = tmp_path_factory.mktemp("gpu_build_package")
     repo = tmp / "repo"
-    copy_checkout(Path(root), repo)
+    copy_checkout(root, repo)
     store = tmp / "lmdb_store"
     try:
-        first = run_pants(repo, store, "package", SPEC).check()
+        first = package(repo, store)
         dist_after_first = dist_files(repo, list(KERNELS))
-        second = run_pants(repo, store, "package", SPEC).check()
+        second = package(repo, store)
         with open(repo / KERNELS_DIR / "sobel.cu", "a") as f:
             f.write("// An edit that changes no code, only the source's bytes.\n")
-        after_edit = run_pants(repo, store, "package", SPEC).check()
+        after_edit = package(repo, store)
         # The original source again, for later runs.
         (repo / KERNELS_DIR / "sobel.cu").write_bytes(
             (Path(root) / KERNELS_DIR / "sobel.cu").read_bytes()
@@ -96,23 +106,23 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
 
 
 def test_first_run_compiles_every_kernel_once(workspace: Workspace) -> None:
-    compiles = workspace.first.compiles
-    assert sorted(compiles) == sorted(all_compiles()), workspace.first.stderr[-4000:]
-    assert len(compiles) == 20
+    ran = compiles(workspace.first)
+    assert sorted(ran) == sorted(all_compiles()), workspace.first.stderr[-4000:]
+    assert len(ran) == 20
 
 
 def test_second_run_compiles_nothing(workspace: Workspace) -> None:
-    assert workspace.second.compiles == [], workspace.second.stderr[-4000:]
+    assert compiles(workspace.second) == [], workspace.second.stderr[-4000:]
     # It did package: every kernel was written again, from the cache.
     for name in KERNELS:
         assert f"Wrote {DIST}/{name}" in workspace.second.stderr
 
 
 def test_editing_one_kernel_recompiles_only_it(workspace: Workspace) -> None:
-    compiles = workspace.after_edit.compiles
-    assert sorted(compiles) == [(f"{KERNELS_DIR}/sobel.cu", cap) for cap in CAPABILITIES], (
-        workspace.after_edit.stderr[-4000:]
-    )
+    ran = compiles(workspace.after_edit)
+    assert sorted(ran) == [
+        (f"{KERNELS_DIR}/sobel.cu", cap) for cap in CAPABILITIES
+    ], workspace.after_edit.stderr[-4000:]
 
 
 def ptx_version(ptx: str) -> tuple[int, int]:
@@ -176,24 +186,21 @@ def test_hermetic_without_system_cuda(workspace: Workspace) -> None:
             "Cannot hide /usr/local in a private mount namespace here (unshare -m and mount "
             f"need CAP_SYS_ADMIN): {probe.stdout.decode(errors='replace').strip()}"
         )
-    env = base_env()
-    env["PATH"] = os.pathsep.join(
+    path = os.pathsep.join(
         p
-        for p in env.get("PATH", "").split(os.pathsep)
+        for p in base_env()["PATH"].split(os.pathsep)
         if p and "cuda" not in p.lower() and not p.startswith("/usr/local")
     )
     # One numba kernel and one CUDA C++ kernel, every capability; no process cache, so they run.
     names = ["saxpy", "sobel"]
     run = run_pants(
         workspace.repo,
-        workspace.store,
-        "--no-local-cache",
-        "package",
-        *(f"{KERNELS_DIR}:{name}" for name in names),
-        env=env,
+        ["--no-local-cache", "package", *(f"{KERNELS_DIR}:{name}" for name in names)],
+        local_store=workspace.store,
+        env={"PATH": path},
         wrapper=hide,
     ).check()
-    assert sorted(run.compiles) == sorted(
+    assert sorted(compiles(run)) == sorted(
         (f"{KERNELS_DIR}/{KERNELS[name]}", cap) for name in names for cap in CAPABILITIES
     ), run.stderr[-4000:]
     hermetic = dist_files(workspace.repo, names)

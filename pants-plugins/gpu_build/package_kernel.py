@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_build.compile_kernel import (
-    CompiledKernel,
-    CompileKernelRequest,
-    GpuKernelFieldSet,
-    kernel_capabilities,
-)
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
+from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import GpuKernelOutputPathField
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet

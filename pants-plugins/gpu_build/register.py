@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
-from gpu_build import compile_kernel, deploy_bundle, package_kernel, toolchain
+from gpu_build import (
+    bundle_archive,
+    bundle_cache,
+    bundle_kernels,
+    bundle_pex,
+    compile_kernel,
+    deploy_bundle,
+    package_kernel,
+    toolchain,
+)
 from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
 
 
@@ -16,5 +25,9 @@ def rules():
         *toolchain.rules(),
         *compile_kernel.rules(),
         *package_kernel.rules(),
+        *bundle_kernels.rules(),
+        *bundle_pex.rules(),
+        *bundle_cache.rules(),
+        *bundle_archive.rules(),
         *deploy_bundle.rules(),
     ]

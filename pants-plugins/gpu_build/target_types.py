@@ -86,7 +86,7 @@ class GpuKernelPtxVersionField(StringField):
         value = super().compute_value(raw_value, address)
         if value is not None and not is_version(value):
             raise InvalidFieldException(
-                f"The `{cls.alias}` field in target {address} must look like `\"8.5\"`, "
+                f'The `{cls.alias}` field in target {address} must look like `"8.5"`, '
                 f"got {value!r}."
             )
         return value
@@ -360,12 +360,10 @@ class DeployBundleDriverVersionField(StringField):
     @classmethod
     def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
         value = super().compute_value(raw_value, address)
-        if value is not None and (
-            not is_version(value) or parse_version(value)[0] >= 100
-        ):
+        if value is not None and (not is_version(value) or parse_version(value)[0] >= 100):
             raise InvalidFieldException(
                 f"The `{cls.alias}` field in target {address} must be the CUDA version the "
-                f"driver supports, like `\"12.6\"` (nvidia-smi's \"CUDA Version\", not the "
+                f'driver supports, like `"12.6"` (nvidia-smi\'s "CUDA Version", not the '
                 f"driver release such as 580.159), got {value!r}."
             )
         return value

@@ -90,7 +90,7 @@ async def compiler_sources(subsystem: GpuToolchains) -> CompilerSources:
     if not subsystem.compiler:
         raise UnknownToolchainError(
             "`[gpu-toolchains].compiler` is not set: name the `python_sources` target of the "
-            "gpu_compiler package, e.g. `compiler = \"src/python/gpu_compiler:compiler\"`."
+            'gpu_compiler package, e.g. `compiler = "src/python/gpu_compiler:compiler"`.'
         )
     addresses = await Get(
         Addresses,

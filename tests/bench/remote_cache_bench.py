@@ -28,9 +28,10 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "tests", "remote_cache"))
+sys.path[:0] = [os.path.join(REPO, "pants-plugins"), os.path.join(REPO, "tests", "remote_cache")]
 
 import remote_cache_harness as harness  # noqa: E402
+from gpu_build.pants_harness import PantsRun  # noqa: E402
 
 SCENARIOS = ("cold", "remote hit", "no-op", "no-op pantsd")
 
@@ -55,13 +56,17 @@ def kill_pantsd(repo: str) -> None:
                     time.sleep(0.1)
 
 
-def one_run(scratch: str, repo_a: str, repo_b: str, spec: str, i: int) -> dict[str, harness.PantsRun]:
-    runs: dict[str, harness.PantsRun] = {}
+def one_run(scratch: str, repo_a: str, repo_b: str, spec: str, i: int) -> dict[str, PantsRun]:
+    runs: dict[str, PantsRun] = {}
     with harness.buildgrid(REPO, state_dir=os.path.join(scratch, f"buildgrid-{i}")) as server:
-        def package(repo: str, store: str, **kwargs) -> harness.PantsRun:
+
+        def package(repo: str, store: str, **kwargs) -> PantsRun:
             return harness.run_pants(
-                repo, ["package", spec], local_store=os.path.join(scratch, store),
-                remote_address=server.address, **kwargs,
+                repo,
+                ["package", spec],
+                local_store=os.path.join(scratch, store),
+                remote_address=server.address,
+                **kwargs,
             ).check()
 
         runs["cold"] = package(repo_a, f"store-a-{i}")
@@ -78,7 +83,9 @@ def one_run(scratch: str, repo_a: str, repo_b: str, spec: str, i: int) -> dict[s
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spec", default=harness.KERNELS_SPEC)
     args = parser.parse_args()
@@ -87,18 +94,23 @@ def main() -> int:
     try:
         repo_a = harness.clone_repo(REPO, os.path.join(scratch, "checkout-a"))
         repo_b = harness.clone_repo(REPO, os.path.join(scratch, "elsewhere", "checkout-b"))
-        all_runs: list[dict[str, harness.PantsRun]] = []
+        all_runs: list[dict[str, PantsRun]] = []
         for i in range(args.runs):
             runs = one_run(scratch, repo_a, repo_b, args.spec, i)
             all_runs.append(runs)
-            print(f"run {i + 1}/{args.runs}: " + ", ".join(f"{k} {r.wall_s:.1f} s" for k, r in runs.items()),
-                  file=sys.stderr)
+            print(
+                f"run {i + 1}/{args.runs}: "
+                + ", ".join(f"{k} {r.wall_s:.1f} s" for k, r in runs.items()),
+                file=sys.stderr,
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     last = all_runs[-1]
-    print(f"\n`./pants package {args.spec}` with .ci/remote-cache.toml and BuildGrid 0.9.1 on 127.0.0.1; "
-          f"n={args.runs}, {os.cpu_count()} CPUs\n")
+    print(
+        f"\n`./pants package {args.spec}` with .ci/remote-cache.toml and BuildGrid 0.9.1 on 127.0.0.1; "
+        f"n={args.runs}, {os.cpu_count()} CPUs\n"
+    )
     header = f"| {'build':<13} | {'median s':>8} | {'min-max s':>11} | {'processes (last run)':<36} | {'compiles run':>12} | {'remote hits':>11} |"
     print(header)
     print("|" + "|".join("-" * (len(c)) for c in header.split("|")[1:-1]) + "|")
@@ -109,9 +121,11 @@ def main() -> int:
         for p in run.processes:
             by_source[p.source] = by_source.get(p.source, 0) + 1
         sources = ", ".join(f"{k} {v}" for k, v in sorted(by_source.items())) or "none"
-        print(f"| {name:<13} | {statistics.median(walls):8.1f} | {min(walls):5.1f}-{max(walls):<5.1f} | "
-              f"{sources:<36} | {len(run.compiles('Ran')):>12} | "
-              f"{run.counters.get('remote_cache_requests_cached', 0):>11} |")
+        print(
+            f"| {name:<13} | {statistics.median(walls):8.1f} | {min(walls):5.1f}-{max(walls):<5.1f} | "
+            f"{sources:<36} | {len(run.compile_processes('Ran')):>12} | "
+            f"{run.counters.get('remote_cache_requests_cached', 0):>11} |"
+        )
     return 0
 
 

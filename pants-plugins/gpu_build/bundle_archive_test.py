@@ -1,4 +1,4 @@
-"""Pure tests of deploy_bundle's reproducible archive."""
+"""Pure tests of the bundle's reproducible archive."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import random
 import struct
 import tarfile
 
-import pytest
-
-from gpu_build.deploy_bundle import deterministic_tar_gz
+from gpu_build.bundle_archive import deterministic_tar_gz
 from pants.engine.fs import FileContent
 
 # -----------------------------------------------------------------------------------------------

@@ -1,0 +1,40 @@
+"""The `deploy_bundle` field set and error, shared by the bundle's rule modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_build.target_types import (
+    DeployBundleArchiveField,
+    DeployBundleBinaryField,
+    DeployBundleCapabilitiesField,
+    DeployBundleCompletePlatformsField,
+    DeployBundleDriverVersionField,
+    DeployBundleKernelsField,
+    DeployBundleOutputPathField,
+    DeployBundleToolchainField,
+)
+from pants.core.goals.package import PackageFieldSet
+
+
+class DeployBundleError(Exception):
+    """A bundle cannot be built as asked: the message names the bundle, the culprit and a fix."""
+
+
+@dataclass(frozen=True)
+class DeployBundleFieldSet(PackageFieldSet):
+    required_fields = (DeployBundleBinaryField, DeployBundleDriverVersionField)
+
+    binary: DeployBundleBinaryField
+    kernels: DeployBundleKernelsField
+    capabilities: DeployBundleCapabilitiesField
+    toolchain: DeployBundleToolchainField
+    driver_version: DeployBundleDriverVersionField
+    complete_platforms: DeployBundleCompletePlatformsField
+    archive: DeployBundleArchiveField
+    output_path: DeployBundleOutputPathField
+
+    @property
+    def output_dir(self) -> str:
+        """The bundle's directory under dist/."""
+        return self.output_path.value or self.address.target_name

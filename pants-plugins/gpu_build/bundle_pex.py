@@ -1,0 +1,72 @@
+"""The bundle's app: its `pex_binary`, rebuilt for the device's complete platforms."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
+from pants.backend.python.goals.package_pex_binary import PexBinaryFieldSet
+from pants.backend.python.target_types import PexCompletePlatformsField
+from pants.core.goals.package import BuiltPackage, PackageFieldSet
+from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import Target, Targets
+
+
+def bundle_binary(field_set: DeployBundleFieldSet, binaries: Targets) -> Target:
+    """The one `pex_binary` the `binary` field names."""
+    if len(binaries) != 1 or not PexBinaryFieldSet.is_applicable(binaries[0]):
+        raise DeployBundleError(
+            f"The `binary` field of {field_set.address} must name one `pex_binary` target, got "
+            f"{[str(t.address) for t in binaries]}."
+        )
+    return binaries[0]
+
+
+def device_pex_field_set(field_set: DeployBundleFieldSet, binary: Target) -> PexBinaryFieldSet:
+    """The binary's field set, with the bundle's `complete_platforms` when it sets them."""
+    pex_field_set = PexBinaryFieldSet.create(binary)
+    if not field_set.complete_platforms.value:
+        return pex_field_set
+    return dataclasses.replace(
+        pex_field_set,
+        complete_platforms=PexCompletePlatformsField(
+            field_set.complete_platforms.value, field_set.address
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class DevicePexRequest:
+    field_set: DeployBundleFieldSet
+    binary: Target
+
+
+@dataclass(frozen=True)
+class DevicePex:
+    digest: Digest  # the PEX at `<output_dir>/<filename>`
+    filename: str  # `<binary target name>.pex`
+
+
+@rule
+async def device_pex(request: DevicePexRequest) -> DevicePex:
+    field_set, binary = request.field_set, request.binary
+    package = await Get(BuiltPackage, PackageFieldSet, device_pex_field_set(field_set, binary))
+    entries = await Get(DigestEntries, Digest, package.digest)
+    files = [e for e in entries if isinstance(e, FileEntry)]
+    if len(files) != 1:
+        raise DeployBundleError(
+            f"The binary {binary.address} of {field_set.address} must build one PEX file (not a "
+            f"packed or loose directory layout), got {[e.path for e in files]}."
+        )
+    filename = f"{binary.address.target_name}.pex"
+    path = f"{field_set.output_dir}/{filename}"
+    digest = await Get(
+        Digest, CreateDigest([FileEntry(path, files[0].file_digest, is_executable=True)])
+    )
+    return DevicePex(digest, filename)
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,75 @@
+"""The compile process of one (source, capability), built by pure functions from plain inputs.
+
+Like Pants' `DockerBinary.build_image`: the rule gathers the inputs through the engine, and
+`compile_process` turns them into the whole process, which a test asserts without the engine.
+"""
+
+from __future__ import annotations
+
+from gpu_build.compile_description import format_compile_description
+from gpu_build.kernel_field_set import KernelCompileOptions
+from gpu_build.toolchain import ToolchainPex
+from pants.backend.python.util_rules.pex import VenvPexProcess
+from pants.engine.fs import Digest
+from pants.util.logging import LogLevel
+
+OUT_DIR = "__gpu_out"
+
+
+def compile_argv(
+    *,
+    source: str,
+    capability: str,
+    out_dir: str,
+    sys_path: tuple[str, ...],
+    options: KernelCompileOptions,
+) -> tuple[str, ...]:
+    """The `python -m gpu_compiler` arguments for one compile; paths are buildroot-relative."""
+    argv = ["compile", "--source", source, "--capability", capability, "--out-dir", out_dir]
+    for path in sys_path:
+        argv += ["--sys-path", path]
+    if options.ptx_version:
+        argv += ["--ptx-version", options.ptx_version]
+    if options.fast_math:
+        argv.append("--fast-math")
+    if options.lineinfo:
+        argv.append("--lineinfo")
+    if options.max_registers is not None:
+        argv += ["--max-registers", str(options.max_registers)]
+    for define in options.defines:
+        argv += ["--define", define]
+    for include_dir in options.include_dirs:
+        argv += ["--include-dir", include_dir]
+    for expression in options.name_expressions:
+        argv += ["--name-expression", expression]
+    return tuple(argv)
+
+
+def compile_process(
+    *,
+    toolchain: ToolchainPex,
+    source: str,
+    capability: str,
+    sys_path: tuple[str, ...],
+    options: KernelCompileOptions,
+    input_digest: Digest,
+) -> VenvPexProcess:
+    """Runs the toolchain PEX on `input_digest` (the source and its dependencies), writing the
+    PTX, cubins and metadata.json under OUT_DIR."""
+    return VenvPexProcess(
+        toolchain.pex,
+        argv=compile_argv(
+            source=source,
+            capability=capability,
+            out_dir=OUT_DIR,
+            sys_path=sys_path,
+            options=options,
+        ),
+        input_digest=input_digest,
+        output_directories=(OUT_DIR,),
+        description=format_compile_description(
+            source=source, capability=capability, toolchain=toolchain.spec.name
+        ),
+        # INFO: each compile that really runs (not a cache hit) shows up in the log.
+        level=LogLevel.INFO,
+    )
