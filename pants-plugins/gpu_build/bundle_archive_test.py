@@ -8,8 +8,9 @@ import random
 import struct
 import tarfile
 
-from gpu_build.bundle_archive import deterministic_tar_gz
 from pants.engine.fs import FileContent
+
+from gpu_build.bundle_archive import deterministic_tar_gz
 
 # -----------------------------------------------------------------------------------------------
 # deterministic_tar_gz

@@ -10,15 +10,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
-from gpu_build.bundle_kernels import check_driver
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
-from gpu_build.kernel_field_set import GpuKernelFieldSet
-from gpu_spec.errors import ManifestError
-from gpu_spec.manifest import dumps_manifest
-from gpu_spec.manifest_build import build_manifest
-from gpu_spec.metadata import METADATA_FILE
-from gpu_spec.paths import variant_dir
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -33,6 +24,16 @@ from pants.engine.fs import (
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+
+from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
+from gpu_build.bundle_kernels import check_driver
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
+from gpu_build.kernel_field_set import GpuKernelFieldSet
+from gpu_spec.errors import ManifestError
+from gpu_spec.manifest import dumps_manifest
+from gpu_spec.manifest_build import build_manifest
+from gpu_spec.metadata import METADATA_FILE
+from gpu_spec.paths import variant_dir
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ def bundle_manifest(
             capabilities=field_set.capabilities.value or (),
         )
     except ManifestError as e:
-        raise DeployBundleError(f"Cannot write the manifest of {field_set.address}: {e}")
+        raise DeployBundleError(f"Cannot write the manifest of {field_set.address}: {e}") from e
 
 
 def variant_dir_of(kernel: CompiledKernel) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pants.core.goals.package import PackageFieldSet
+
 from gpu_build.target_types import (
     DeployBundleArchiveField,
     DeployBundleBinaryField,
@@ -14,7 +16,6 @@ from gpu_build.target_types import (
     DeployBundleOutputPathField,
     DeployBundleToolchainField,
 )
-from pants.core.goals.package import PackageFieldSet
 
 
 class DeployBundleError(Exception):

@@ -11,17 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from pants.engine.addresses import Address
+from pants.engine.collection import Collection
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import Target, Targets, TransitiveTargets, TransitiveTargetsRequest
+from pants.util.strutil import softwrap
+
 from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.toolchain import toolchain_spec
 from gpu_spec.compatibility import driver_problems
 from gpu_spec.versions import parse_version
-from pants.engine.addresses import Address
-from pants.engine.collection import Collection
-from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import Target, Targets, TransitiveTargets, TransitiveTargetsRequest
-from pants.util.strutil import softwrap
 
 
 def select_kernels(

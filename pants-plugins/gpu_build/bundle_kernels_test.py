@@ -6,6 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pants.backend.python.target_types import PexBinary
+from pants.engine.addresses import Address
+from pants.engine.target import Target, Targets
+from pants.testutil.option_util import create_subsystem
 
 from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.bundle_kernels import check_capabilities, check_driver, select_kernels
@@ -13,10 +17,6 @@ from gpu_build.bundle_pex import bundle_binary, device_pex_field_set
 from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
-from pants.backend.python.target_types import PexBinary
-from pants.engine.addresses import Address
-from pants.engine.target import Target, Targets
-from pants.testutil.option_util import create_subsystem
 
 APP = "src/python/imaging"
 KERNELS = "src/python/imaging/kernels"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from pants.backend.python.goals.package_pex_binary import PexBinaryFieldSet
 from pants.backend.python.target_types import PexCompletePlatformsField
 from pants.core.goals.package import BuiltPackage, PackageFieldSet
 from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import Target, Targets
+
+from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 
 
 def bundle_binary(field_set: DeployBundleFieldSet, binaries: Targets) -> Target:

@@ -1,4 +1,4 @@
-"""Compile one `gpu_kernel` source for one compute capability: CompileKernelRequest -> CompiledKernel.
+"""Compile one `gpu_kernel` source for one capability: CompileKernelRequest -> CompiledKernel.
 
 One process per (source, capability), so the process cache holds each variant on its own: editing
 a kernel re-runs that kernel's processes only, and a bundle that ships a subset of capabilities
@@ -9,13 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_build.compile_process import OUT_DIR, compile_process
-from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions
-from gpu_build.subsystem import GpuToolchains
-from gpu_build.target_types import GpuKernelSourceField
-from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
-from gpu_spec.errors import SpecError
-from gpu_spec.ptx_isa import validate_ptx_version
 from pants.backend.python.target_types import PythonSourceField
 from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.core.target_types import FileSourceField, ResourceSourceField
@@ -27,6 +20,14 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
 from pants.source.source_root import SourceRoot, SourceRootRequest
 from pants.util.strutil import softwrap
+
+from gpu_build.compile_process import OUT_DIR, compile_process
+from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions
+from gpu_build.subsystem import GpuToolchains
+from gpu_build.target_types import GpuKernelSourceField
+from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
+from gpu_spec.errors import SpecError
+from gpu_spec.ptx_isa import validate_ptx_version
 
 
 class GpuKernelCompileError(Exception):

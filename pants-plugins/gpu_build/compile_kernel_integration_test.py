@@ -26,13 +26,6 @@ from typing import Iterator, Mapping
 
 import pytest
 import toml  # pants: no-infer-dep (installed with pantsbuild.pants)
-
-from gpu_build import register
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest, GpuKernelCompileError
-from gpu_build.kernel_field_set import GpuKernelFieldSet
-from gpu_build.package_kernel import GpuKernelPackageFieldSet
-from gpu_build.target_types import GpuKernelTarget
-from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
 from pants.backend.python import target_types_rules
 from pants.backend.python.target_types import PythonSourcesGeneratorTarget, PythonSourceTarget
 from pants.backend.python.util_rules import python_sources
@@ -43,6 +36,13 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import PYTHON_BOOTSTRAP_ENV, QueryRule, RuleRunner
+
+from gpu_build import register
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest, GpuKernelCompileError
+from gpu_build.kernel_field_set import GpuKernelFieldSet
+from gpu_build.package_kernel import GpuKernelPackageFieldSet
+from gpu_build.target_types import GpuKernelTarget
+from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
 
 LOCKFILE = "3rdparty/python/cuda13.lock"
 PANTS_TOML = "pants.toml"

@@ -10,13 +10,6 @@ from pathlib import PurePath
 from typing import Any
 
 import pytest
-
-from gpu_build.compile_kernel import GpuKernelCompileError, check_ptx_version
-from gpu_build.compile_process import OUT_DIR, compile_argv, compile_process
-from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions, kernel_capabilities
-from gpu_build.subsystem import GpuToolchains
-from gpu_build.target_types import GpuKernelTarget
-from gpu_build.toolchain import ToolchainPex, ToolchainSpec, UnknownToolchainError, toolchain_spec
 from pants.backend.python.util_rules.pex import Script, VenvPex, VenvPexProcess
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest
@@ -24,6 +17,13 @@ from pants.engine.process import ProcessCacheScope
 from pants.testutil.option_util import create_subsystem
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+
+from gpu_build.compile_kernel import GpuKernelCompileError, check_ptx_version
+from gpu_build.compile_process import OUT_DIR, compile_argv, compile_process
+from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions, kernel_capabilities
+from gpu_build.subsystem import GpuToolchains
+from gpu_build.target_types import GpuKernelTarget
+from gpu_build.toolchain import ToolchainPex, ToolchainSpec, UnknownToolchainError, toolchain_spec
 
 CUDA13 = ToolchainSpec(name="cuda13", resolve="cuda13", cuda="13.0")
 CUDA12 = ToolchainSpec(name="cuda12", resolve="cuda12", cuda="12.6")
@@ -301,7 +301,7 @@ def test_toolchain_spec_ptx_isa() -> None:
     assert CUDA13.ptx_isa == "9.0"
     assert CUDA12.ptx_isa == "8.5"
     with pytest.raises(UnknownToolchainError, match="CUDA 10.7"):
-        ToolchainSpec(name="old", resolve="old", cuda="10.7").ptx_isa
+        _ = ToolchainSpec(name="old", resolve="old", cuda="10.7").ptx_isa
 
 
 # -----------------------------------------------------------------------------------------------

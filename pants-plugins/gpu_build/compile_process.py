@@ -6,12 +6,13 @@ Like Pants' `DockerBinary.build_image`: the rule gathers the inputs through the 
 
 from __future__ import annotations
 
-from gpu_build.compile_description import format_compile_description
-from gpu_build.kernel_field_set import KernelCompileOptions
-from gpu_build.toolchain import ToolchainPex
 from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.engine.fs import Digest
 from pants.util.logging import LogLevel
+
+from gpu_build.compile_description import format_compile_description
+from gpu_build.kernel_field_set import KernelCompileOptions
+from gpu_build.toolchain import ToolchainPex
 
 OUT_DIR = "__gpu_out"
 

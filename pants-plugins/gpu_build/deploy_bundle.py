@@ -10,11 +10,6 @@ Like Pants' `archive` target, a package made of other packages. This rule ties t
 
 from __future__ import annotations
 
-from gpu_build.bundle_archive import CreateDeterministicTarGz
-from gpu_build.bundle_field_set import DeployBundleFieldSet
-from gpu_build.bundle_kernels import BundleKernels, BundleKernelsRequest
-from gpu_build.bundle_cache import KernelCache, KernelCacheRequest
-from gpu_build.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import UnparsedAddressInputs
 from pants.engine.fs import Digest, MergeDigests
@@ -22,6 +17,12 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Targets
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
+
+from gpu_build.bundle_archive import CreateDeterministicTarGz
+from gpu_build.bundle_cache import KernelCache, KernelCacheRequest
+from gpu_build.bundle_field_set import DeployBundleFieldSet
+from gpu_build.bundle_kernels import BundleKernels, BundleKernelsRequest
+from gpu_build.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 
 
 @rule(level=LogLevel.DEBUG)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from pants.engine.target import FieldSet
+
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import (
     GpuKernelCapabilitiesField,
@@ -19,7 +21,6 @@ from gpu_build.target_types import (
     GpuKernelSourceField,
     GpuKernelToolchainField,
 )
-from pants.engine.target import FieldSet
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
-from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
-from gpu_build.subsystem import GpuToolchains
-from gpu_build.target_types import GpuKernelOutputPathField
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.fs import AddPrefix, Digest, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
+
+from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
+from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
+from gpu_build.subsystem import GpuToolchains
+from gpu_build.target_types import GpuKernelOutputPathField
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 from typing import ClassVar, Optional, Tuple, Union
 
-from gpu_spec.capabilities import min_ptx_isa, parse_capability, sort_capabilities
-from gpu_spec.errors import SpecError
-from gpu_spec.versions import is_version, parse_version
 from pants.core.goals.package import OutputPathField
 from pants.engine.addresses import Address
 from pants.engine.target import (
@@ -24,6 +21,10 @@ from pants.engine.target import (
     ValidNumbers,
 )
 from pants.util.strutil import help_text, softwrap
+
+from gpu_spec.capabilities import min_ptx_isa, parse_capability, sort_capabilities
+from gpu_spec.errors import SpecError
+from gpu_spec.versions import is_version, parse_version
 
 CUDA_CPP_EXTENSIONS = (".cu",)
 NUMBA_EXTENSIONS = (".py",)
@@ -67,7 +68,7 @@ class GpuKernelCapabilitiesField(StringSequenceField):
             except SpecError as e:
                 raise InvalidFieldException(
                     f"The `{cls.alias}` field in target {address} has an invalid value: {e}"
-                )
+                ) from e
         return tuple(sort_capabilities(value))
 
 
@@ -235,7 +236,9 @@ class GpuKernelTarget(Target):
                 if i < out.size:
                     out[i] = a * x[i] + y[i]
 
-            AOT_SIGNATURES = {{"saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"]}}
+            AOT_SIGNATURES = {{
+                "saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"],
+            }}
 
         BUILD:
 

@@ -9,16 +9,6 @@ from __future__ import annotations
 from textwrap import dedent
 
 import pytest
-from gpu_spec.capabilities import CAPABILITIES, min_ptx_isa
-
-from gpu_build.target_types import (
-    DeployBundleDriverVersionField,
-    DeployBundleTarget,
-    GpuKernelCapabilitiesField,
-    GpuKernelPtxVersionField,
-    GpuKernelSourceField,
-    GpuKernelTarget,
-)
 from pants.backend.python.target_types import PexBinary, PythonSourceTarget
 from pants.core.target_types import FilesGeneratorTarget, FileTarget
 from pants.engine.addresses import Address
@@ -32,6 +22,16 @@ from pants.engine.target import (
     Target,
 )
 from pants.testutil.rule_runner import QueryRule, RuleRunner, engine_error
+
+from gpu_build.target_types import (
+    DeployBundleDriverVersionField,
+    DeployBundleTarget,
+    GpuKernelCapabilitiesField,
+    GpuKernelPtxVersionField,
+    GpuKernelSourceField,
+    GpuKernelTarget,
+)
+from gpu_spec.capabilities import CAPABILITIES, min_ptx_isa
 
 
 @pytest.fixture

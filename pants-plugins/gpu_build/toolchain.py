@@ -1,4 +1,4 @@
-"""The pinned compile toolchain: the `gpu_compiler` target's code inside a PEX of one locked resolve.
+"""The pinned compile toolchain: the compiler target's code inside a PEX of one locked resolve.
 
 Modelled on Pants' Dockerfile parser: our own code runs from a PEX built from a lockfile, so
 every compile uses exactly the locked NVIDIA wheels and never the host's CUDA. The code comes from
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_build.subsystem import GpuToolchains
-from gpu_spec.ptx_isa import toolchain_ptx_isa
 from pants.backend.python.subsystems.setup import PythonSetup
 from pants.backend.python.target_types import EntryPoint
 from pants.backend.python.util_rules import pex
@@ -28,6 +26,9 @@ from pants.engine.fs import Digest
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
 from pants.util.strutil import softwrap
+
+from gpu_build.subsystem import GpuToolchains
+from gpu_spec.ptx_isa import toolchain_ptx_isa
 
 COMPILER_PACKAGE = "gpu_compiler"
 
@@ -71,11 +72,11 @@ def toolchain_spec(subsystem: GpuToolchains, name: str | None, *, origin: str) -
         )
     try:
         return ToolchainSpec(name=name, resolve=entry["resolve"], cuda=str(entry["cuda"]))
-    except (KeyError, TypeError):
+    except (KeyError, TypeError) as e:
         raise UnknownToolchainError(
             f"`[gpu-toolchains].toolchains` entry {name!r} must be "
             f'{{"resolve": "<resolve>", "cuda": "<major.minor>"}}, got {entry!r}.'
-        )
+        ) from e
 
 
 @dataclass(frozen=True)

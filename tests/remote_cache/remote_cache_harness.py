@@ -92,7 +92,7 @@ class BuildGrid:
 
 @contextlib.contextmanager
 def buildgrid(repo: str, state_dir: str | None = None) -> Iterator[BuildGrid]:
-    """A running BuildGrid with an empty cache, stopped (only that server) however the block ends."""
+    """A running BuildGrid with an empty cache, stopped (that one only) however the block ends."""
     owned = state_dir is None
     state_dir = state_dir or tempfile.mkdtemp(prefix="buildgrid-state-")
     server = BuildGrid(repo=repo, state_dir=state_dir)

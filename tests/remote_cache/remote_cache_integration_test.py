@@ -133,8 +133,8 @@ def test_pants_venv_elsewhere_gets_the_same_hits(cold: Session) -> None:
     ).check()
     ran = [p.description for p in run.compile_processes("Ran")]
     assert not ran, (
-        "With the Pants venv at another path, kernel compiles missed the remote cache: ./pants must "
-        "run Pants with a sys.executable that does not depend on where the venv lives (see "
+        "With the Pants venv at another path, kernel compiles missed the remote cache: ./pants "
+        "must run Pants with a sys.executable that does not depend on where the venv lives (see "
         f"README.md, section Remote cache).\nRan: {ran}\n{run.summary()}"
     )
     assert run.compile_processes("HitRemotely"), run.summary()

@@ -31,7 +31,7 @@ def _positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,))
+        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,)) from None
     if v <= 0:
         raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,))
     return v

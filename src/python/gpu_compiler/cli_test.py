@@ -127,11 +127,13 @@ def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
         "--capability", "sm_90", "--sys-path", "src/python", "--out-dir", "out/kernel",
     )
     assert p.returncode == 1
-    assert p.stderr.startswith("src/python/gpu_compiler/testdata/typing_error.py:10: error:"), p.stderr
+    expected = "src/python/gpu_compiler/testdata/typing_error.py:10: error:"
+    assert p.stderr.startswith(expected), p.stderr
     assert "Traceback" not in p.stderr
     assert str(tmp_path) not in p.stderr
     assert not os.path.exists(os.path.join(sandbox, "out", "kernel"))
-    leftovers = os.listdir(os.path.join(sandbox, "out")) if os.path.isdir(os.path.join(sandbox, "out")) else []
+    out = os.path.join(sandbox, "out")
+    leftovers = os.listdir(out) if os.path.isdir(out) else []
     assert leftovers == []
 
     p = _run(
@@ -181,9 +183,11 @@ def test_versions_and_wheel_libraries_only(tmp_path):
         "import json\n"
         "from gpu_compiler.compile import compile_source, CompileOptions\n"
         "from gpu_compiler import toolchain\n"
-        "compile_source('src/python/imaging/kernels/saxpy.py', 'sm_90', CompileOptions(sys_path=['src/python']))\n"
+        "compile_source('src/python/imaging/kernels/saxpy.py', 'sm_90',\n"
+        "               CompileOptions(sys_path=['src/python']))\n"
         "compile_source('src/python/imaging/kernels/sobel.cu', 'sm_90')\n"
-        "print(json.dumps({'mapped': list(toolchain.mapped_cuda_libraries()), 'libs': toolchain.library_paths()}))\n"
+        "print(json.dumps({'mapped': list(toolchain.mapped_cuda_libraries()),\n"
+        "                  'libs': toolchain.library_paths()}))\n"
     )
     q = subprocess.run(
         [sys.executable, "-c", code],

@@ -105,7 +105,7 @@ def _require_numba() -> None:
         from numba import cuda  # noqa: F401
         from numba.cuda.core import sigutils  # noqa: F401
     except Exception as e:  # pragma: no cover - toolchain problem
-        raise CompileError("numba-cuda is not importable in this toolchain: %s" % (e,))
+        raise CompileError("numba-cuda is not importable in this toolchain: %s" % (e,)) from e
 
 
 def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str, List[str]]]:

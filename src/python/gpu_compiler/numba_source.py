@@ -33,7 +33,7 @@ def read_source_text(source_path: str) -> str:
     except (OSError, UnicodeDecodeError) as e:
         raise CompileError(
             "%s: error: cannot read source: %s" % (source_path, e), source=source_path
-        )
+        ) from e
 
 
 def module_name_for(source_path: str, sys_path: Sequence[str]) -> str:

@@ -120,7 +120,7 @@ def compile_cuda_source(
     except OSError as e:
         raise CompileError(
             "%s: error: cannot read source: %s" % (source_path, e), source=source_path
-        )
+        ) from e
 
     options = nvrtc_options(
         capability,

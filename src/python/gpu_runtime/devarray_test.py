@@ -104,7 +104,7 @@ def test_free_and_gc(driver):
     d.free()
     assert driver.freed == [ptr] and d.ptr == 0
     with pytest.raises(ValueError, match="freed"):
-        d.__cuda_array_interface__
+        _ = d.__cuda_array_interface__
     d.free()  # idempotent
     e = DeviceArray.from_numpy(np.ones(4, np.float32))
     ptr = e.ptr

@@ -146,8 +146,8 @@ def test_dispatch_on_dtype_and_ndim():
     from gpu_spec.manifest import ArgSpec, KernelSpec
 
     ks = [
-        KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, l),))
-        for e, d, n, l in [
+        KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, layout),))
+        for e, d, n, layout in [
             ("f1C", "float32", 1, "C"),
             ("f2C", "float32", 2, "C"),
             ("d2A", "float64", 2, "A"),
@@ -183,7 +183,10 @@ def test_numba_style_launch(cache, fake_backend):
     out = vec(8)
     cache.kernel("saxpy")[4, 64](out, np.float32(1), out, out)
     cache.kernel("saxpy")[4, 64, "s", 128](out, np.float32(1), out, out)
-    assert [l[1:5] for l in fake_backend.launches] == [(4, 64, None, 0), (4, 64, "s", 128)]
+    assert [launch[1:5] for launch in fake_backend.launches] == [
+        (4, 64, None, 0),
+        (4, 64, "s", 128),
+    ]
     with pytest.raises(DispatchError, match="kernel\\[grid, block\\]"):
         cache.kernel("saxpy")[4]
 

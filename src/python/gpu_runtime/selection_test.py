@@ -170,8 +170,8 @@ def test_error_names_bundle_device_and_fix():
         "sm_80 [ptx; toolchain cuda13, PTX ISA 9.0 needs driver >= 13.0]"
     ) in msg
     assert (
-        "add \"sm_75\" to the capabilities of the deploy_bundle 'imaging_h200' and run `pants package`"
-        in msg
+        "add \"sm_75\" to the capabilities of the deploy_bundle 'imaging_h200' and run "
+        "`pants package`" in msg
     )
 
 
