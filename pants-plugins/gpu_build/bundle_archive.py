@@ -9,7 +9,7 @@ import gzip
 import io
 import tarfile
 from dataclasses import dataclass
-from typing import Iterable
+from typing import IO, Iterable, cast
 
 from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.rules import Get, collect_rules, rule
@@ -19,7 +19,8 @@ def deterministic_tar_gz(files: Iterable[FileContent]) -> bytes:
     """A .tar.gz of `files` whose bytes depend on their paths and contents only."""
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        # GzipFile is a binary file object; typeshed's IO[bytes] does not say so.
+        with tarfile.open(fileobj=cast(IO[bytes], gz), mode="w", format=tarfile.PAX_FORMAT) as tar:
             for file in sorted(files, key=lambda f: f.path):
                 info = tarfile.TarInfo(file.path)
                 info.size = len(file.content)

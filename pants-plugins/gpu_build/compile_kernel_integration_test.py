@@ -239,7 +239,7 @@ def compile_error(rule_runner: RuleRunner, name: str) -> str:
         rule_runner.request(
             CompiledKernel, [CompileKernelRequest(field_set(rule_runner, name), "sm_90")]
         )
-    wrapped = excinfo.value.wrapped_exceptions
+    wrapped = list(excinfo.value.wrapped_exceptions)
     assert len(wrapped) == 1, wrapped
     assert isinstance(wrapped[0], GpuKernelCompileError), repr(wrapped[0])
     return str(wrapped[0])

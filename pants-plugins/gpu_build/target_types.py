@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import ClassVar, Optional, Tuple, Union
+from typing import ClassVar, Iterable, Optional, Union
 
 from pants.core.goals.package import OutputPathField
 from pants.engine.addresses import Address
@@ -52,7 +52,7 @@ class GpuKernelCapabilitiesField(StringSequenceField):
 
     @classmethod
     def compute_value(
-        cls, raw_value: Optional[tuple[str, ...]], address: Address
+        cls, raw_value: Optional[Iterable[str]], address: Address
     ) -> Optional[tuple[str, ...]]:
         value = super().compute_value(raw_value, address)
         if value is None:
@@ -144,7 +144,7 @@ class GpuKernelIncludeDirsField(StringSequenceField):
 
     @classmethod
     def compute_value(
-        cls, raw_value: Optional[tuple[str, ...]], address: Address
+        cls, raw_value: Optional[Iterable[str]], address: Address
     ) -> Optional[tuple[str, ...]]:
         value = super().compute_value(raw_value, address)
         for include_dir in value or ():
@@ -302,7 +302,7 @@ class DeployBundleBinaryField(SpecialCasedDependencies):
 
     @classmethod
     def compute_value(
-        cls, raw_value: Optional[Union[str, Tuple[str, ...]]], address: Address
+        cls, raw_value: Optional[Union[str, Iterable[str]]], address: Address
     ) -> Optional[tuple[str, ...]]:
         # One address, written as a string; kept as a special-cased dependency so that
         # `--changed-dependents` finds the bundle from its binary.
@@ -333,7 +333,7 @@ class DeployBundleCapabilitiesField(StringSequenceField):
 
     @classmethod
     def compute_value(
-        cls, raw_value: Optional[tuple[str, ...]], address: Address
+        cls, raw_value: Optional[Iterable[str]], address: Address
     ) -> Optional[tuple[str, ...]]:
         value = super().compute_value(raw_value, address)  # enforces `required`
         return GpuKernelCapabilitiesField.compute_value(value, address)

@@ -69,7 +69,7 @@ def error_message(
     A field's InvalidFieldException raised while Pants builds the target from its BUILD file
     reaches the user as an InvalidTargetException prefixed with `<BUILD file>:<line>:`.
     """
-    wrapped = excinfo.value.wrapped_exceptions
+    wrapped = list(excinfo.value.wrapped_exceptions)
     assert len(wrapped) == 1, wrapped
     assert isinstance(wrapped[0], (InvalidTargetException, InvalidFieldException)), repr(wrapped[0])
     message = str(wrapped[0])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from gpu_compiler.errors import CompileError
 
@@ -112,7 +112,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 def _cmd_versions(args: argparse.Namespace) -> int:
     from gpu_compiler import toolchain
 
-    data = {"toolchain": toolchain.versions()}
+    data: Dict[str, Any] = {"toolchain": toolchain.versions()}
     if args.libraries:
         data["libraries"] = toolchain.library_paths()
         data["mapped"] = list(toolchain.mapped_cuda_libraries())

@@ -164,14 +164,14 @@ def test_numba_2d_and_strided_abi():
     assert k.resources["shared_bytes"] >= 18 * 18 * 4  # the 18x18 float32 tile
 
     h = compile_source(KERNELS + "histogram.py", "sm_80", _options("histogram.py"))
-    by_name = {m.name: m.kernels[0] for m in h.modules}
-    assert by_name["histogram_256__1"].args[0] == {
+    by_name = {m.name: m.kernels[0].args or [] for m in h.modules}
+    assert by_name["histogram_256__1"][0] == {
         "kind": "array",
         "dtype": "uint8",
         "ndim": 1,
         "layout": "A",
     }
-    assert by_name["histogram_256__0"].args[1]["dtype"] == "uint32"
+    assert by_name["histogram_256__0"][1]["dtype"] == "uint32"
 
 
 def test_cuda_cpp_kernels_and_params():

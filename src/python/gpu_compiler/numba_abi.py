@@ -20,8 +20,10 @@ def arg_abi(numba_type: Any) -> Dict[str, Any]:
     from numba.cuda import types
     from numba.cuda.np import numpy_support
 
-    scalar_types = (types.Boolean, types.Integer, types.Float, types.Complex)
-    if isinstance(numba_type, types.Array):
+    # numba.cuda.types sets these names at import time, out of mypy's sight.
+    t: Any = types
+    scalar_types = (t.Boolean, t.Integer, t.Float, t.Complex)
+    if isinstance(numba_type, t.Array):
         if not isinstance(numba_type.dtype, scalar_types):
             raise ValueError("array of %s" % (numba_type.dtype,))
         return {

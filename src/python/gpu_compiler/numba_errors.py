@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import linecache
 import traceback
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Iterator, Optional, Tuple, TypeGuard
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import display_path, relativize_text
 
 
-def _is_loc(v: Any) -> bool:
+def _is_loc(v: Any) -> TypeGuard[Any]:
     return (
         v is not None
         and isinstance(getattr(v, "filename", None), str)

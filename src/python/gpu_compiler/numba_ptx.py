@@ -48,7 +48,7 @@ def _target_capability(cc: Tuple[int, int]) -> Iterator[None]:
     import numba.cuda.dispatcher as dispatcher
 
     saved = dispatcher.get_current_device
-    dispatcher.get_current_device = lambda: _TargetDevice(cc)  # type: ignore[assignment]
+    dispatcher.get_current_device = lambda: _TargetDevice(cc)
     try:
         yield
     finally:

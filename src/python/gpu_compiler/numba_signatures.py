@@ -75,7 +75,7 @@ def kernel_dispatcher(module: Any, name: str, source_path: str, source_text: str
     """The ``@cuda.jit`` kernel (not device function) the table names ``name``."""
     from numba.cuda.dispatcher import CUDADispatcher
 
-    obj = getattr(module, name, None)
+    obj: Any = getattr(module, name, None)
     is_kernel = isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
     if is_kernel:
         if obj.targetoptions.get("link"):

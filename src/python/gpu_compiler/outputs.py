@@ -28,25 +28,26 @@ def write_outputs(result: CompileResult, out_dir: str) -> List[str]:
         raise ValueError("out_dir must name a directory to create, got %r" % (out_dir,))
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out_dir), dir=parent)
+    staging = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out_dir), dir=parent)
+    published = False
     try:
         for name in sorted(files):
-            with open(os.path.join(tmp, name), "wb") as f:
+            with open(os.path.join(staging, name), "wb") as f:
                 f.write(files[name])
-        os.chmod(tmp, 0o755)
+        os.chmod(staging, 0o755)
         old = None
         if os.path.lexists(out_dir):
             old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_dir), dir=parent)
             os.rmdir(old)
             os.rename(out_dir, old)
-        os.rename(tmp, out_dir)
-        tmp = None
+        os.rename(staging, out_dir)
+        published = True
         if old is not None:
             if os.path.isdir(old) and not os.path.islink(old):
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 os.unlink(old)
     finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if not published:
+            shutil.rmtree(staging, ignore_errors=True)
     return sorted(files)

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from gpu_runtime.arrays import array_view, c_strides
+from gpu_runtime.arrays import ArrayView, array_view, c_strides
 from gpu_runtime.c_abi import pack_c_args
 from gpu_runtime.conftest import FakeDeviceArray, numba_array_params
 from gpu_runtime.errors import DispatchError
@@ -16,6 +16,12 @@ from gpu_runtime.params import build_image, parse_param_type
 from gpu_spec.manifest import ArgSpec, KernelSpec
 
 PTR = 0x7F12_3456_7000
+
+
+def view_of(obj) -> ArrayView:
+    view = array_view(obj)
+    assert view is not None, obj
+    return view
 
 
 def q(*vals: int) -> bytes:
@@ -87,7 +93,7 @@ def test_strided_slice():
     # a[::3] of a float32 vector of 30: 10 elements, stride 12 bytes, layout "A"
     k = numba_kernel([A("float32", 1, "A")], numba_array_params(1))
     v = FakeDeviceArray((10,), np.float32, PTR, strides=(12,))
-    assert array_view(v).layout == "A"
+    assert view_of(v).layout == "A"
     assert pack_numba_args(k, [v]).image == q(0, 0, 10, 4, PTR, 10, 12)
 
 
@@ -95,7 +101,7 @@ def test_transposed_view_is_f_contiguous():
     # (4, 6) C-contiguous float64 transposed: shape (6, 4), strides (8, 48)
     k = numba_kernel([A("float64", 2, "F")], numba_array_params(2))
     v = FakeDeviceArray((6, 4), np.float64, PTR, strides=(8, 48))
-    assert array_view(v).layout == "F"
+    assert view_of(v).layout == "F"
     assert pack_numba_args(k, [v]).image == q(0, 0, 24, 8, PTR, 6, 4, 8, 48)
 
 
@@ -138,7 +144,7 @@ def test_empty_and_zero_d():
     ],
 )
 def test_layout_rules(shape, strides, layout):
-    assert array_view(FakeDeviceArray(shape, np.float32, PTR, strides)).layout == layout
+    assert view_of(FakeDeviceArray(shape, np.float32, PTR, strides)).layout == layout
 
 
 def test_c_layout_signature_refuses_strided_array():

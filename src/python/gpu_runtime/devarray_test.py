@@ -87,6 +87,7 @@ def test_cuda_array_interface(driver):
     assert cai["shape"] == (3, 4) and cai["typestr"] == "<f8" and cai["strides"] is None
     assert cai["data"] == (d.ptr, False) and cai["version"] == 3
     view = array_view(d)
+    assert view is not None
     assert (view.ptr, view.strides, view.layout) == (d.ptr, (32, 8), "C")
 
 

@@ -187,7 +187,7 @@ class CudaBackend:
     ) -> None:
         core = cuda_core()
         s = self.stream(stream)
-        key = (grid, block, shared_mem)
+        key: Optional[Tuple[Any, Any, int]] = (grid, block, shared_mem)
         try:
             config = self._configs.get(key)
         except TypeError:  # an unhashable grid or block (a list): build it every time

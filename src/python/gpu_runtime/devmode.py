@@ -87,7 +87,8 @@ def _dependency_hashes(source: str, options: Mapping[str, Any]) -> Dict[str, str
     headers in the include dirs (CUDA C++). Coarse on purpose: it only has to be safe."""
     out: Dict[str, str] = {}
     if source.endswith(".py"):
-        dirs, suffixes = [os.path.dirname(os.path.abspath(source))], (".py",)
+        dirs = [os.path.dirname(os.path.abspath(source))]
+        suffixes: Tuple[str, ...] = (".py",)
     else:
         dirs = [os.path.abspath(d) for d in options.get("include_dirs") or ()]
         dirs.append(os.path.dirname(os.path.abspath(source)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from typing import Any, Dict
 
 import pytest
 
@@ -144,7 +145,7 @@ def test_key_changes_recompile(sources, tmp_path, change):
     comp = FakeCompiler()
     dev(sources, tmp_path, comp).kernel("saxpy").load()
     backend = FakeBackend()
-    opts = {}
+    opts: Dict[str, Any] = {}
     if change == "source":
         (sources / "saxpy.py").write_text("# edited\n")
     elif change == "capability":

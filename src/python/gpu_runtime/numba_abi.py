@@ -52,9 +52,9 @@ def numba_scalar_values(dtype_name: str, value: Any, what: str) -> List[PackedVa
             raise DispatchError(f"{what}: {v} does not fit in {dt.name}")
         return [(("s" if dt.kind == "i" else "u") + str(dt.itemsize * 8), v)]
     if dt.kind == "f":
-        v = to_float(value, what)
+        f = to_float(value, what)
         if dt.itemsize in (2, 4, 8):
-            return [_float_value(dt.itemsize, v)]
+            return [_float_value(dt.itemsize, f)]
     if dt.kind == "c":
         c = to_complex(value, what)
         if dt.itemsize == 8:

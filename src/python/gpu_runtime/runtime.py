@@ -206,7 +206,7 @@ class KernelCache:
             paths = []
             for name in self.libraries():
                 ch = self.choice(name)
-                paths.extend(ch.path_of(m) for m in ch.variant.modules)
+                paths.extend(p for m in ch.variant.modules if (p := ch.path_of(m)) is not None)
         for p in paths:
             resolve_in_cache(self._root, p)
             read_verified(self._root, p, self._files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
@@ -37,7 +38,7 @@ class HostSaxpyBackend(FakeBackend):
     def __init__(self, wrong: bool = False, **kw):
         super().__init__(**kw)
         self.wrong = wrong
-        self.streams = []
+        self.streams: List[Any] = []
 
     def launch(self, func, grid, block, stream, shared_mem, args):
         super().launch(func, grid, block, stream, shared_mem, args)
@@ -79,7 +80,7 @@ def test_dry_run_over_a_bundle(bundle, tmp_path, capsys):
     argv = ["--cache", bundle, "--dry-run", "-q", "--json", str(out)]
     assert selftest.main(argv, references=TABLE) == 0
     res = json.loads(out.read_text())
-    by_status = {}
+    by_status: Dict[str, List[Dict[str, Any]]] = {}
     for r in res["records"]:
         by_status.setdefault(r["status"], []).append(r)
     assert res["failed"] == 0 and res["passed"] == 1  # the sha256 of every file

@@ -84,7 +84,9 @@ def test_every_case_builds_on_host_memory():
         "matmul<float, 16>": KernelSpec(name="matmul<float, 16>", entry="e", abi="c"),
     }
     for name, spec in specs.items():
-        case = REFERENCES.lookup(name)(spec, mem, np.random.default_rng(0))
+        build = REFERENCES.lookup(name)
+        assert build is not None, name
+        case = build(spec, mem, np.random.default_rng(0))
         for idx, want in case.expected.items():
             got = mem.to_host(case.args[idx])
             assert (got.shape, got.dtype) == (want.shape, want.dtype), name
