@@ -9,6 +9,7 @@ from gpu_build import (
     bundle_kernels,
     bundle_pex,
     compile_kernel,
+    dependency_inference,
     deploy_bundle,
     package_kernel,
     toolchain,
@@ -24,6 +25,7 @@ def rules():
     return [
         *toolchain.rules(),
         *compile_kernel.rules(),
+        *dependency_inference.rules(),
         *package_kernel.rules(),
         *bundle_kernels.rules(),
         *bundle_pex.rules(),

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pants.option.option_types import DictOption, StrListOption, StrOption
+from pants.backend.python.dependency_inference.subsystem import UnownedDependencyUsage
+from pants.option.option_types import DictOption, EnumOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -53,6 +54,19 @@ class GpuToolchains(Subsystem):
             """
             Compute capabilities a `gpu_kernel` without a `capabilities` field is compiled for,
             e.g. `["sm_87", "sm_90"]`.
+            """
+        ),
+    )
+    unowned_dependency_behavior = EnumOption(
+        default=UnownedDependencyUsage.LogWarning,
+        help=softwrap(
+            """
+            What to do when a `gpu_kernel`'s `#include "..."`, relative import or import of a
+            first-party package has no target that owns its file (its compile would then fail
+            for want of the file): warn, fail the build, or ignore it. Angle includes and imports
+            of other packages (numba, numpy) are never reported. Like
+            `[python-infer].unowned_dependency_behavior`; a line with `pants: no-infer-dep` in a
+            comment is skipped.
             """
         ),
     )
