@@ -7,11 +7,12 @@ nothing of their own, so the kernel's rule follows their references too, transit
 the compile reads becomes a dependency of the kernel, and so lands in its sandbox.
 
 Ambiguous owners warn and are skipped (unless `!` ignores leave one), through Pants' own helpers.
-A reference with no owner is reported per `[gpu-toolchains].unowned_dependency_behavior` when the
-file should be in the repository: a quoted include, a relative import, or an absolute import
-whose top-level package is first-party (a directory or `.py` file of that name directly under a
-source root). Angle includes (NVRTC's and the toolkit's headers) and imports of other packages
-(numba, numpy, the standard library) are silently not dependencies.
+A reference with no owner is reported per `[gpu-toolchains].unowned_dependency_behavior` when its
+file exists but no target owns it, or when it should exist: a quoted include, a relative import,
+or an absolute import whose top-level package is first-party (a directory or `.py` file of that
+name directly under a source root). Angle includes found nowhere (NVRTC's and the toolkit's
+headers) and imports of other packages (numba, numpy, the standard library) are silently not
+dependencies.
 """
 
 from __future__ import annotations
@@ -145,7 +146,9 @@ def chosen_owners(
     """The owner to infer: the only one (unless `!`-ignored), or the one that `!` ignores leave
     of several. None when explicit `dependencies` already cover an ambiguous file."""
     if len(owners) == 1:
-        return tuple(explicit.remaining_after_disambiguation(owners, owners_must_be_ancestors=False))
+        return tuple(
+            explicit.remaining_after_disambiguation(owners, owners_must_be_ancestors=False)
+        )
     disambiguated = explicit.disambiguated(owners)
     return (disambiguated,) if disambiguated else ()
 
@@ -212,8 +215,9 @@ def unowned_message(address: Address, unowned: list[ResolvedReference]) -> str:
 
         Give each file a target that owns it (e.g. `files(name="headers", sources=["*.cuh"])`
         beside headers, `python_sources()` or `files` beside helper modules), check the
-        target's `include_dirs`, or add the dependency to its `dependencies`. If a reference is not meant to be inferred (a header the compiler
-        provides), add a comment with `{NO_INFER_DEP}` on its line.
+        target's `include_dirs`, or add the dependency to its `dependencies`. If a reference
+        is not meant to be inferred (a header the compiler provides), add a comment with
+        `{NO_INFER_DEP}` on its line.
         """
     )
 
@@ -247,7 +251,9 @@ async def infer_gpu_kernel_dependencies(
     report = [
         res
         for res in unowned
-        if res.reference.expect_owner or res.reference.top_level in first_party_names
+        if res.path is not None  # in the repository, but not in the compile's sandbox
+        or res.reference.expect_owner
+        or res.reference.top_level in first_party_names
     ]
     behavior = subsystem.unowned_dependency_behavior
     if report and behavior is UnownedDependencyUsage.LogWarning:

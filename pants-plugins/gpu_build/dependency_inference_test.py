@@ -162,9 +162,11 @@ def test_unowned_references_warn(rule_runner: RuleRunner, caplog) -> None:
                 #include "unowned.cuh"
                 #include <cuda_runtime.h>
                 #include "generated.cuh"  // pants: no-infer-dep
+                #include <unowned_angle.cuh>
                 """
             ),
             f"{K}/unowned.cuh": "\n",
+            f"{K}/unowned_angle.cuh": "\n",
             f"{K}/k.py": dedent(
                 """\
                 import numba
@@ -175,7 +177,7 @@ def test_unowned_references_warn(rule_runner: RuleRunner, caplog) -> None:
             f"{ROOT}/pkg/present.py": "\n",
             f"{K}/BUILD": dedent(
                 """\
-                gpu_kernel(name="cu", source="k.cu")
+                gpu_kernel(name="cu", source="k.cu", include_dirs=["."])
                 gpu_kernel(name="py", source="k.py")
                 """
             ),
@@ -190,6 +192,7 @@ def test_unowned_references_warn(rule_runner: RuleRunner, caplog) -> None:
     assert f"target {K}:cu" in cu
     assert f'"missing.cuh" ({K}/k.cu, line 1): searched {K}/missing.cuh' in cu
     assert f'"unowned.cuh" ({K}/k.cu, line 2): {K}/unowned.cuh exists, but no target owns' in cu
+    assert f"<unowned_angle.cuh> ({K}/k.cu, line 5): {K}/unowned_angle.cuh exists" in cu
     assert "cuda_runtime" not in cu and "generated" not in cu
     assert "pants: no-infer-dep" in cu and "files(" in cu
     assert f"target {K}:py" in py

@@ -114,9 +114,7 @@ def parse_includes(path: str, text: str, include_dirs: Iterable[str]) -> tuple[R
                 file=path,
                 lineno=lineno,
                 text=f'"{name}"' if quoted else f"<{name}>",
-                candidates=include_candidates(
-                    path, name, quoted=quoted, include_dirs=include_dirs
-                ),
+                candidates=include_candidates(path, name, quoted=quoted, include_dirs=include_dirs),
                 expect_owner=quoted,
             )
         )

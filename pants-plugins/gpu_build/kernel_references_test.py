@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from textwrap import dedent
+from typing import Optional
+
+import pytest
 
 from gpu_build.kernel_references import (
     Reference,
@@ -14,7 +17,7 @@ from gpu_build.kernel_references import (
 
 
 def test_strip_c_comments_keeps_lines_and_strings() -> None:
-    text = 'a // b\n/* c\nd */ e\n"x // y" \'/\'\n'
+    text = "a // b\n/* c\nd */ e\n\"x // y\" '/'\n"
     stripped = strip_c_comments(text)
     assert stripped.splitlines() == ["a     ", "    ", "     e", "\"x // y\" '/'"]
 
@@ -51,88 +54,109 @@ def test_include_candidates() -> None:
         "c/x.cuh",
     )
     # Angle: the -I dirs only; nothing outside the repository.
-    assert include_candidates("a/h.cuh", "../../x.cuh", quoted=False, include_dirs=["a", "."]) == (
-    )
+    assert include_candidates("a/h.cuh", "../../x.cuh", quoted=False, include_dirs=["a", "."]) == ()
     assert include_candidates("a/h.cuh", "x.cuh", quoted=False, include_dirs=[]) == ()
 
 
-def test_parse_imports() -> None:
-    text = dedent(
-        """\
-        import numba
-        import pkg.sub.mod, os.path
-        from numba import cuda, float32
-        from pkg.helpers import h
-        from . import _near
-        from ._other import x, y
-        from .. import up
-        from .sub import *
-        import pkg.skipped  # pants: no-infer-dep
+def imports(text: str) -> list[tuple[int, str, tuple[str, ...], bool, Optional[str]]]:
+    """The references of `text` in src/python/imaging/kernels/k.py, candidates relative to the
+    source root with `.py` dropped (`pkg/m/__init__`)."""
+    refs = parse_imports("src/python/imaging/kernels/k.py", dedent(text), "src/python")
 
-        def f():
-            from pkg import late
-        """
-    )
-    refs = parse_imports("src/python/imaging/kernels/k.py", text, "src/python")
-    root = "src/python"
-    pkg = f"{root}/imaging/kernels"
-    got = [(r.lineno, r.text, r.candidates, r.expect_owner, r.top_level) for r in refs]
-    assert got == [
-        (1, "numba", (f"{root}/numba/__init__.py", f"{root}/numba.py"), False, "numba"),
-        (2, "os.path", (f"{root}/os/path/__init__.py", f"{root}/os/path.py"), False, "os"),
-        (2, "pkg.sub.mod", (f"{root}/pkg/sub/mod/__init__.py", f"{root}/pkg/sub/mod.py"), False, "pkg"),
-        (
-            3,
-            "numba.cuda",
-            (f"{root}/numba/cuda/__init__.py", f"{root}/numba/cuda.py", f"{root}/numba/__init__.py", f"{root}/numba.py"),
-            False,
-            "numba",
-        ),
-        (
-            3,
-            "numba.float32",
-            (f"{root}/numba/float32/__init__.py", f"{root}/numba/float32.py", f"{root}/numba/__init__.py", f"{root}/numba.py"),
-            False,
-            "numba",
-        ),
-        (
-            4,
-            "pkg.helpers.h",
-            (f"{root}/pkg/helpers/h/__init__.py", f"{root}/pkg/helpers/h.py", f"{root}/pkg/helpers/__init__.py", f"{root}/pkg/helpers.py"),
-            False,
-            "pkg",
-        ),
-        (
-            5,
-            "imaging.kernels._near",
-            (f"{pkg}/_near/__init__.py", f"{pkg}/_near.py", f"{pkg}/__init__.py", f"{pkg}.py"),
-            True,
-            None,
-        ),
-        (
-            6,
-            "imaging.kernels._other.x",
-            (f"{pkg}/_other/x/__init__.py", f"{pkg}/_other/x.py", f"{pkg}/_other/__init__.py", f"{pkg}/_other.py"),
-            True,
-            None,
-        ),
-        (
-            6,
-            "imaging.kernels._other.y",
-            (f"{pkg}/_other/y/__init__.py", f"{pkg}/_other/y.py", f"{pkg}/_other/__init__.py", f"{pkg}/_other.py"),
-            True,
-            None,
-        ),
-        (
-            7,
-            "imaging.up",
-            (f"{root}/imaging/up/__init__.py", f"{root}/imaging/up.py", f"{root}/imaging/__init__.py", f"{root}/imaging.py"),
-            True,
-            None,
-        ),
-        (8, "imaging.kernels.sub", (f"{pkg}/sub/__init__.py", f"{pkg}/sub.py"), True, None),
-        (12, "pkg.late", (f"{root}/pkg/late/__init__.py", f"{root}/pkg/late.py", f"{root}/pkg/__init__.py", f"{root}/pkg.py"), False, "pkg"),
+    def short(path: str) -> str:
+        assert path.startswith("src/python/") and path.endswith(".py"), path
+        return path[len("src/python/") : -len(".py")]
+
+    return [
+        (r.lineno, r.text, tuple(map(short, r.candidates)), r.expect_owner, r.top_level)
+        for r in refs
     ]
+
+
+KPKG = "imaging/kernels"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("import numba", [(1, "numba", ("numba/__init__", "numba"), False, "numba")]),
+        (
+            "import pkg.sub.mod, os",
+            [
+                (1, "os", ("os/__init__", "os"), False, "os"),
+                (1, "pkg.sub.mod", ("pkg/sub/mod/__init__", "pkg/sub/mod"), False, "pkg"),
+            ],
+        ),
+        (
+            # A submodule first, then a name in the package.
+            "from pkg.helpers import h",
+            [
+                (
+                    1,
+                    "pkg.helpers.h",
+                    (
+                        "pkg/helpers/h/__init__",
+                        "pkg/helpers/h",
+                        "pkg/helpers/__init__",
+                        "pkg/helpers",
+                    ),
+                    False,
+                    "pkg",
+                )
+            ],
+        ),
+        (
+            "from . import _near",
+            [
+                (
+                    1,
+                    "imaging.kernels._near",
+                    (f"{KPKG}/_near/__init__", f"{KPKG}/_near", f"{KPKG}/__init__", KPKG),
+                    True,
+                    None,
+                )
+            ],
+        ),
+        (
+            "from ._other import x",
+            [
+                (
+                    1,
+                    "imaging.kernels._other.x",
+                    (f"{KPKG}/_other/x/__init__", f"{KPKG}/_other/x")
+                    + (f"{KPKG}/_other/__init__", f"{KPKG}/_other"),
+                    True,
+                    None,
+                )
+            ],
+        ),
+        (
+            "from .. import up",
+            [
+                (
+                    1,
+                    "imaging.up",
+                    ("imaging/up/__init__", "imaging/up", "imaging/__init__", "imaging"),
+                    True,
+                    None,
+                )
+            ],
+        ),
+        (
+            "from .sub import *",
+            [(1, "imaging.kernels.sub", (f"{KPKG}/sub/__init__", f"{KPKG}/sub"), True, None)],
+        ),
+        ("import pkg.skipped  # pants: no-infer-dep", []),
+        ("from pkg import (\n    a,  # pants: no-infer-dep\n)", []),
+        # Imports anywhere count, also inside functions.
+        (
+            "def f():\n    import pkg.late",
+            [(2, "pkg.late", ("pkg/late/__init__", "pkg/late"), False, "pkg")],
+        ),
+    ],
+)
+def test_parse_imports(text: str, expected: list) -> None:
+    assert imports(text) == expected
 
 
 def test_parse_imports_beyond_top_level_and_syntax_errors() -> None:

@@ -61,10 +61,12 @@ class GpuToolchains(Subsystem):
         default=UnownedDependencyUsage.LogWarning,
         help=softwrap(
             """
-            What to do when a `gpu_kernel`'s `#include "..."`, relative import or import of a
-            first-party package has no target that owns its file (its compile would then fail
-            for want of the file): warn, fail the build, or ignore it. Angle includes and imports
-            of other packages (numba, numpy) are never reported. Like
+            What to do when a file a `gpu_kernel` includes or imports has no target that owns
+            it (its compile would then fail for want of the file): a file found without an
+            owner, or the file of an `#include "..."`, a relative import or an import of a
+            first-party package not found at all. Warn, fail the build, or ignore it. Angle
+            includes found nowhere and imports of other packages (numba, numpy) are never
+            reported. Like
             `[python-infer].unowned_dependency_behavior`; a line with `pants: no-infer-dep` in a
             comment is skipped.
             """

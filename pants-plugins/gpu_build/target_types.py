@@ -138,7 +138,8 @@ class GpuKernelIncludeDirsField(StringSequenceField):
     help = help_text(
         """
         Include directories for a `.cu` source, relative to the BUILD file's directory
-        (NVRTC `-I`). The headers themselves must be in `dependencies`, e.g. a `files` target.
+        (NVRTC `-I`). The headers' owners (e.g. a `files` target) are inferred from the
+        `#include`s, which are also looked up in these directories.
         """
     )
 
@@ -175,8 +176,10 @@ class GpuKernelNameExpressionsField(StringSequenceField):
 class GpuKernelDependenciesField(Dependencies):
     help = help_text(
         """
-        Helper modules (`python_source` targets) a `.py` kernel imports, or headers (`files`
-        targets) a `.cu` kernel includes: they are put beside the source when it compiles.
+        Helper modules a `.py` kernel imports, or headers a `.cu` kernel includes: they are put
+        beside the source when it compiles. The owners of first-party imports and of
+        `#include`d files are inferred (transitively through headers and helpers), so list only
+        what cannot be inferred; `!` ignores an inferred one.
         """
     )
 
@@ -253,8 +256,10 @@ class GpuKernelTarget(Target):
                 source="matmul.cu",
                 {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>"],
                 {GpuKernelIncludeDirsField.alias}=["."],
-                dependencies=[":headers"],
             )
+
+            # Owns the headers matmul.cu includes: the kernel's dependency on it is inferred.
+            files(name="headers", sources=["*.cuh"])
         """
     )
 
