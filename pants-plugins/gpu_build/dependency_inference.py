@@ -183,7 +183,7 @@ async def kernel_references(request: KernelReferencesRequest) -> KernelReference
             )
             for path in frontier
         )
-        references = [reference for references in per_file for reference in references]
+        references = [reference for in_file in per_file for reference in in_file]
         resolved = await MultiGet(Get(ResolvedReference, Reference, r) for r in references)
         resolved_all.extend(resolved)
         frontier = []
