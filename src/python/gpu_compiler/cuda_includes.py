@@ -93,6 +93,7 @@ def _directives(includer: str, text: str) -> List[_Directive]:
     for regex in (_DIRECTIVE_RE, _HAS_INCLUDE_RE):
         for m in regex.finditer(text):
             keyword, rest = m.group(1), m.group(2)
+            keyword = keyword if keyword.startswith("__") else "#" + keyword
             line = _line_of(text, m.start())
             op = _OPERAND_RE.match(rest)
             where = _Directive(includer, line, True, rest.strip(), (0, 0))

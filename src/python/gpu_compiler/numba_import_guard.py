@@ -75,6 +75,14 @@ def is_toolchain_file(path: str, roots: Iterable[str]) -> bool:
     return any(_under(absolute, r) or _under(real, r) for r in roots)
 
 
+def _module_file(path: str) -> str:
+    """The source a ``__pycache__/name.tag.pyc`` is compiled from (the file a user knows)."""
+    head, tail = os.path.split(path)
+    if os.path.basename(head) == "__pycache__" and tail.endswith(".pyc"):
+        return os.path.join(os.path.dirname(head), tail.split(".", 1)[0] + ".py")
+    return path
+
+
 def _audit(event: str, args: Tuple[Any, ...]) -> None:
     if event != "open":
         return
@@ -140,13 +148,14 @@ class ImportGuard:
             frame = frame.f_back  # type: ignore[assignment]
         return None
 
-    def _refuse(self, path: str, site_: Optional[Tuple[str, int]], module: str = "") -> CompileError:
-        what = "module %r from " % module if module else ""
-        text = "refused to read %s%s: it is outside the compile's inputs (the sandbox) and the " % (
-            what,
-            self.sandbox.where(path),
+    def _refuse(
+        self, path: str, site_: Optional[Tuple[str, int]], module: str = ""
+    ) -> CompileError:
+        what = "module %r from %s" % (module, path) if module else _module_file(path)
+        text = (
+            "refused to read %s: it is outside the compile's inputs (the sandbox) and the "
+            "toolchain\n  fix: %s" % (self.sandbox.where(what) if not module else what, FIX_MODULE)
         )
-        text += "toolchain\n  fix: %s" % FIX_MODULE
         if site_ is None:
             return CompileError("%s: error: %s" % (self.source_path, text), source=self.source_path)
         return CompileError("%s:%d: error: %s" % (site_[0], site_[1], text), *site_)

@@ -141,7 +141,9 @@ def compile_cuda_source(
     return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
 
 
-def _program_text(source_path: str, include_dirs: Sequence[str], sandbox: Sandbox) -> CudaProgramText:
+def _program_text(
+    source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
+) -> CudaProgramText:
     """The source, and in a hermetic compile every user header it includes, read by us."""
     if sandbox.confined:
         return resolve_includes(source_path, include_dirs, sandbox)
