@@ -62,6 +62,7 @@ def _stage_numba(
             sys_path=options.sys_path,
             fast_math=options.fast_math,
             lineinfo=options.lineinfo,
+            sandbox_root=options.sandbox_root,
         )
     ]
     return staged, []
@@ -82,6 +83,7 @@ def _stage_cuda(
         lineinfo=options.lineinfo,
         max_registers=options.max_registers,
         name_expressions=options.name_expressions,
+        sandbox_root=options.sandbox_root,
     )
     stem = os.path.splitext(os.path.basename(source_path))[0]
     kernels = [StagedKernel(k.name, k.entry, None, "c", None, k.params) for k in cu.kernels]

@@ -26,6 +26,12 @@ class CompileOptions:
     ``defines``, ``include_dirs`` and ``name_expressions`` apply to ``.cu``
     sources only; passing them for a ``.py`` source is an error rather than
     silently ignored.
+
+    ``sandbox_root`` makes the compile hermetic: every file it reads (headers,
+    imported modules) must resolve inside that directory ("." = the working
+    directory, the Pants sandbox) or in the toolchain, else CompileError.
+    None lifts that (the runtime's dev mode, compiling a developer's checkout).
+    It changes no output, so metadata.json does not record it.
     """
 
     fast_math: bool = False
@@ -36,6 +42,7 @@ class CompileOptions:
     include_dirs: Sequence[str] = ()
     name_expressions: Sequence[str] = ()
     sys_path: Sequence[str] = ()
+    sandbox_root: Optional[str] = "."
 
     def metadata(self) -> Dict[str, Any]:
         """The ``options`` object of metadata.json."""

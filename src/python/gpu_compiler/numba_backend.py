@@ -41,7 +41,7 @@ The argument ABI recorded in metadata.json is ``gpu_compiler.numba_abi``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.numba_abi import describe_args
@@ -75,11 +75,13 @@ def compile_numba_source(
     sys_path: Sequence[str] = (),
     fast_math: bool = False,
     lineinfo: bool = False,
+    sandbox_root: Optional[str] = ".",
 ) -> List[NumbaKernelPTX]:
     """Compile every (kernel, signature) in ``AOT_SIGNATURES`` to PTX.
 
     Returns one ``NumbaKernelPTX`` per module, ordered by module name. Raises
-    CompileError for anything wrong with the source.
+    CompileError for anything wrong with the source, including an import of a
+    file outside ``sandbox_root`` and the toolchain (None: no such check).
     """
     target = _Target(capability, parse_capability(capability), fast_math, lineinfo)
     source_text = read_source_text(source_path)
@@ -90,7 +92,7 @@ def compile_numba_source(
     # numba's compiler lock (re-entrant) serializes us with any other numba
     # compile in this process: the counters, sys.modules and sys.path
     # changes below are process-global.
-    with global_compiler_lock, SourceImporter(source_path, sys_path) as importer:
+    with global_compiler_lock, SourceImporter(source_path, sys_path, sandbox_root) as importer:
         table = _checked_table(importer, source_text)
         for name, sigs in table:
             for index, sig in enumerate(sigs):
@@ -136,6 +138,8 @@ def _compile_one(
     source_path = importer.source_path
     try:
         module = importer.load()
+    except CompileError:
+        raise
     except Exception as e:
         what = "importing the kernel source failed"
         raise located_error(e, what, source_path, importer.is_user_file) from None

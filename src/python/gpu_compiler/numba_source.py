@@ -9,6 +9,11 @@ JIT path shares it with the application) must also get its ``sys.path`` and
 
 The module is imported under its dotted name relative to the first sys.path
 root that contains it: that name is part of every mangled entry name.
+
+In a hermetic compile (a ``sandbox_root``) the source and the sys.path roots
+must be inside the sandbox, and each import runs under
+``gpu_compiler.numba_import_guard``, which refuses any file opened outside the
+sandbox and the toolchain.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ import importlib.util
 import os
 import re
 import sys
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba_import_guard import ImportGuard
 from gpu_compiler.paths import is_under, same_file
+from gpu_compiler.sandbox import FIX_MODULE, Sandbox
 
 _COMPILER_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -76,16 +83,42 @@ class SourceImporter:
     way (numpy submodules etc.) stay: re-importing extension modules is unsafe.
     """
 
-    def __init__(self, source_path: str, sys_path: Sequence[str]):
+    def __init__(
+        self, source_path: str, sys_path: Sequence[str], sandbox_root: Optional[str] = "."
+    ):
         self.source_path = source_path
         self.sys_path = list(sys_path)
         self.module_name = module_name_for(source_path, self.sys_path)
+        self.sandbox = Sandbox(sandbox_root)
+        self._guard = ImportGuard(self.sandbox, source_path, self._is_sandbox_code)
         self._saved_path: List[str] = []
         self._before: set = set()
         self._prev_module: Any = None
         self._saved_dont_write = False
 
+    def _is_sandbox_code(self, path: str) -> bool:
+        return not _is_compiler_file(path) and self.sandbox.inside(path)
+
+    def _check_roots(self) -> None:
+        """The source and its import roots must be inputs themselves."""
+        if not self.sandbox.inside(self.source_path):
+            raise CompileError(
+                "%s: error: the kernel source resolves to %s, outside the compile's inputs "
+                "(the sandbox); keep kernel sources inside the repo"
+                % (self.source_path, self.sandbox.where(self.source_path)),
+                source=self.source_path,
+            )
+        for root in self.sys_path:
+            if not self.sandbox.inside(root):
+                raise CompileError(
+                    "%s: error: sys.path root %r resolves to %s, outside the compile's inputs "
+                    "(the sandbox)\n  fix: %s"
+                    % (self.source_path, root, self.sandbox.where(root), FIX_MODULE),
+                    source=self.source_path,
+                )
+
     def __enter__(self) -> "SourceImporter":
+        self._check_roots()
         self._saved_path = list(sys.path)
         sys.path[:0] = list(self.sys_path)  # first, so they win over anything else
         self._before = set(sys.modules)
@@ -145,5 +178,13 @@ class SourceImporter:
             )
         module = importlib.util.module_from_spec(spec)
         sys.modules[self.module_name] = module
-        spec.loader.exec_module(module)
+        before = set(sys.modules)
+        with self._guard:
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                self._guard.raise_refusal()  # the refusal is the cause, whatever it led to
+                raise
+        self._guard.raise_refusal()
+        self._guard.check_modules(set(sys.modules) - before)
         return module

@@ -18,9 +18,14 @@ Kernels:
 
 Paths: NVRTC is given the source path as the caller gave it (relative), which
 is what its diagnostics print (``file(line): error: ...``). Quoted includes
-are searched next to the source file first, then in the ``-I`` dirs. NVRTC
+are searched next to the including file first, then in the ``-I`` dirs. NVRTC
 writes absolute ``.file`` paths for line info; those are made relative to the
 working directory.
+
+Hermetic compiles (a ``sandbox_root``, the default): the user headers are
+found, checked and read by ``gpu_compiler.cuda_includes`` and handed to NVRTC
+in memory, so NVRTC opens no user file itself. With ``sandbox_root=None`` (dev
+mode) NVRTC reads the source's includes from disk as it finds them.
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
+from gpu_compiler.cuda_includes import CudaProgramText, resolve_includes
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
+from gpu_compiler.sandbox import Sandbox
 from gpu_spec.capabilities import parse_capability
 
 # "path(12): error: ..." / "path(3): catastrophic error: ..."
@@ -112,16 +119,13 @@ def compile_cuda_source(
     lineinfo: bool = False,
     max_registers: Optional[int] = None,
     name_expressions: Sequence[str] = (),
+    sandbox_root: Optional[str] = ".",
 ) -> CudaPTX:
-    """Compile ``source_path`` to PTX for ``capability``; CompileError on failure."""
-    try:
-        with open(source_path, "rb") as f:
-            source = f.read()
-    except OSError as e:
-        raise CompileError(
-            "%s: error: cannot read source: %s" % (source_path, e), source=source_path
-        ) from e
+    """Compile ``source_path`` to PTX for ``capability``; CompileError on failure.
 
+    ``sandbox_root``: every file the compile reads must resolve inside it (None: anywhere).
+    """
+    program = _program_text(source_path, include_dirs, Sandbox(sandbox_root))
     options = nvrtc_options(
         capability,
         defines=defines,
@@ -131,20 +135,43 @@ def compile_cuda_source(
         max_registers=max_registers,
     )
     exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
-    ptx_text, lowered, log = _run_nvrtc(source, source_path, capability, options, exprs)
+    ptx_text, lowered, log = _run_nvrtc(program, source_path, capability, options, exprs)
     ptx_text = ptxmod.relativize_file_directives(ptx_text)
     kernels = _kernels(ptx_text, lowered, source_path)
     return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
 
 
+def _program_text(
+    source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
+) -> CudaProgramText:
+    """The source, and in a hermetic compile every user header it includes, read by us."""
+    if sandbox.confined:
+        return resolve_includes(source_path, include_dirs, sandbox)
+    try:
+        with open(source_path, "rb") as f:
+            return CudaProgramText(f.read())
+    except OSError as e:
+        raise CompileError(
+            "%s: error: cannot read source: %s" % (source_path, e), source=source_path
+        ) from e
+
+
 def _run_nvrtc(
-    source: bytes, source_path: str, capability: str, options: List[str], exprs: List[str]
+    program: CudaProgramText,
+    source_path: str,
+    capability: str,
+    options: List[str],
+    exprs: List[str],
 ) -> Tuple[str, Dict[str, str], str]:
     """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
     from cuda.bindings import nvrtc
 
+    names = [n.encode("utf-8") for n, _ in program.headers]
+    texts = [t for _, t in program.headers]
     (prog,) = _check(
-        nvrtc.nvrtcCreateProgram(source, source_path.encode("utf-8"), 0, [], []),
+        nvrtc.nvrtcCreateProgram(
+            program.source, source_path.encode("utf-8"), len(texts), texts, names
+        ),
         "nvrtcCreateProgram",
     )
     try:
