@@ -128,6 +128,9 @@ def default_options(source: str, given: Mapping[str, Any]) -> Dict[str, Any]:
         opts["include_dirs"] = [
             d if os.path.isabs(d) else os.path.normpath(os.path.join(src_dir, d)) for d in inc
         ]
+    # A checkout is no sandbox: dev mode compiles with absolute paths, so the compiler's
+    # "nothing outside the inputs" check (for Pants processes) is off here.
+    opts.setdefault("sandbox_root", None)
     return opts
 
 
