@@ -16,49 +16,17 @@ Copies are ordered on `stream` (default: the legacy default stream) and finish b
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from gpu_runtime.device import check, cuda_core, driver_api
-from gpu_runtime.errors import DeviceError
-
-_current = threading.local()
-
+from gpu_runtime.device import check, driver_api, ensure_context
+from gpu_runtime.streams import stream_handle
 
 def _ensure_context(device: Optional[int]) -> int:
-    """Make `device`'s primary context current on this thread (via cuda.core); return its id."""
-    key = -1 if device is None else int(device)
-    cached = getattr(_current, "devices", None)
-    if cached is None:
-        cached = _current.devices = {}
-    if key not in cached:
-        try:
-            dev = cuda_core().Device(device)
-            dev.set_current()
-        except DeviceError:
-            raise
-        except Exception as e:
-            raise DeviceError(f"no usable CUDA device: {type(e).__name__}: {e}") from e
-        cached[key] = int(dev.device_id)
-    return cached[key]
-
-
-def stream_handle(stream: Any) -> int:
-    """Raw CUstream handle of a cuda.core Stream, __cuda_stream__ object, CuPy/numba stream, int."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attr in ("handle", "ptr"):
-        h = getattr(stream, attr, None)
-        if h is not None:
-            return int(getattr(h, "value", h) or 0)
-    raise TypeError(f"not a CUDA stream: {type(stream).__name__}")
+    """Make `device`'s primary context current on this thread; return its ordinal."""
+    return ensure_context(device)
 
 
 def _free(ptr: int, device: int) -> None:
