@@ -70,7 +70,7 @@ def capture(stream: Any, backend: Optional[Any] = None) -> Iterator[Graph]:
 
         backend = CudaBackend()
     handle = backend.stream_handle(stream)
-    if handle == 0:
+    if not handle:
         raise DeviceError(
             "capture needs a created stream, not the legacy default stream (None or 0): "
             "use cache.create_stream() or a cuda.core/CuPy stream"
