@@ -40,7 +40,7 @@ def _free(ptr: int, device: int) -> None:
 class DeviceArray:
     """A C-contiguous array in device memory. See the module docstring."""
 
-    __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "__weakref__")
+    __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "_cai", "__weakref__")
 
     def __init__(
         self,
@@ -58,6 +58,7 @@ class DeviceArray:
         if self.dtype.hasobject:
             raise TypeError("object arrays cannot live on the device")
         self._device = _ensure_context(device)
+        self._cai: Optional[dict] = None
         self._ptr = 0
         nbytes = self.nbytes
         if nbytes:
@@ -137,6 +138,7 @@ class DeviceArray:
             self._finalizer()
             self._finalizer = None
         self._ptr = 0
+        self._cai = None
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -169,9 +171,12 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        """Built once (read by every launch; consumers must not modify it)."""
+        if self._cai is not None:
+            return self._cai
         if self.nbytes and not self._ptr:
             raise ValueError("DeviceArray was freed")
-        return {
+        self._cai = {
             "shape": self.shape,
             "typestr": self.dtype.str,
             "descr": self.dtype.descr if self.dtype.fields else [("", self.dtype.str)],
@@ -180,6 +185,7 @@ class DeviceArray:
             "version": 3,
             "stream": None,  # copies are synchronous; kernels order themselves on their stream
         }
+        return self._cai
 
     def __len__(self) -> int:
         if not self.shape:

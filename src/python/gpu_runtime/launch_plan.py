@@ -60,10 +60,15 @@ def _array_key(t: type, cai: Any) -> Optional[Tuple[Any, ...]]:
     strides = cai.get("strides")
     ndim = len(shape)
     if strides is None:  # C order: F-contiguous too when at most one extent is not 1
-        flags = (True, ndim < 2 or 0 in shape or sum(n != 1 for n in shape) < 2)
+        if ndim < 2:
+            return (t, typestr, ndim, _BOTH)
+        flags = (True, 0 in shape or sum(n != 1 for n in shape) < 2)
     else:
         flags = contiguity(shape, strides, _itemsize(typestr))
     return (t, typestr, ndim, flags)
+
+
+_BOTH = (True, True)
 
 
 def pattern_key(args: Sequence[Any]) -> Tuple[Optional[tuple], List[Any]]:
@@ -109,6 +114,8 @@ def _numba_array(itemsize: int) -> Extractor:
         shape = cai["shape"]
         strides = cai.get("strides")
         if strides is None:
+            if len(shape) == 1:
+                return (shape[0], itemsize, cai["data"][0] or 0, shape[0], itemsize)
             strides = c_strides(shape, itemsize)
         return (math.prod(shape), itemsize, cai["data"][0] or 0, *shape, *strides)
 
