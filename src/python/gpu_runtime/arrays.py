@@ -51,10 +51,8 @@ class ArrayView:
         return "C" if c else ("F" if f else "A")
 
 
-def contiguity(
-    shape: Sequence[int], strides: Sequence[int], itemsize: int
-) -> Tuple[bool, bool]:
-    """(C-contiguous, F-contiguous) of an array, by numba's rules (numpy's UpdateContiguousFlags)."""
+def contiguity(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> Tuple[bool, bool]:
+    """(C-contiguous, F-contiguous), by numba's rules (numpy's UpdateContiguousFlags)."""
     if not shape or math.prod(shape) == 0:
         return (True, True)
     if any(s == 0 for s in strides):

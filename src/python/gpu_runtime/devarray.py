@@ -24,6 +24,7 @@ import numpy as np
 from gpu_runtime.device import check, driver_api, ensure_context
 from gpu_runtime.streams import stream_handle
 
+
 def _ensure_context(device: Optional[int]) -> int:
     """Make `device`'s primary context current on this thread; return its ordinal."""
     return ensure_context(device)

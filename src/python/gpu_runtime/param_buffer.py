@@ -44,5 +44,5 @@ class ParamBuffer:
     def param_bytes(self) -> Tuple[bytes, ...]:
         """Each parameter's bytes, read through the `void**` as the driver reads them."""
         return tuple(
-            ctypes.string_at(self.pointers[i], size) for i, size in enumerate(self.sizes)
+            ctypes.string_at(self.pointers[i] or 0, size) for i, size in enumerate(self.sizes)
         )

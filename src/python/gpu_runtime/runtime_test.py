@@ -195,9 +195,7 @@ def test_launch_c_kernel(cache, fake_backend):
     a, b, c = vec(256, ptr=PTR), vec(256, ptr=PTR + 1024), vec(256, ptr=PTR + 2048)
     cache.kernel("matmul<float, 16>").launch((1, 1), (16, 16), a, b, c, 16, 16, 16)
     args = fake_backend.launches[0][5]
-    assert b"".join(args) == struct.pack(
-        "<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16
-    )
+    assert b"".join(args) == struct.pack("<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16)
 
 
 def test_pack_for_debugging(cache):

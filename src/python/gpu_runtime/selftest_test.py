@@ -4,8 +4,8 @@ one kernel these tests give a reference for (saxpy) on host memory."""
 from __future__ import annotations
 
 import ctypes
-import struct
 import json
+import struct
 from typing import Any, Dict, List
 
 import numpy as np
