@@ -81,6 +81,7 @@ def driver_version() -> Tuple[int, int]:
     return (int(v) // 1000, (int(v) % 1000) // 10)
 
 
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 _ctx_lock = threading.Lock()
 _primary: Dict[int, Any] = {}  # ordinal -> retained primary context (kept for the process)
 _current = threading.local()
@@ -251,6 +252,13 @@ class CudaBackend:
         (err,) = drv.cuLaunchKernel(
             func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
         )
+        if err is not self._ok and int(err) == _INVALID_CONTEXT:
+            # A thread's first launch: no context current on it yet (loading happened on
+            # another thread). Make it current and launch again, rather than asking every time.
+            self.device()
+            (err,) = drv.cuLaunchKernel(
+                func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
+            )
         if err is not self._ok:
             check((err,), "cuLaunchKernel")
 
