@@ -58,7 +58,7 @@ import numpy as np, gpu_runtime
 from gpu_runtime import DeviceArray
 from gpu_runtime.param_buffer import ParamBuffer
 
-cache_dir, launches, runs, out_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+cache_dir, launches, runs, label, out_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 cache = gpu_runtime.open_cache(cache_dir)
 img = DeviceArray.from_numpy(np.ones((480, 640), np.float32))
 dst = DeviceArray.empty((480, 640), np.float32)
@@ -81,10 +81,14 @@ def timed(go):
         cache.backend.synchronize()
     return per_call
 
-import cuda.core as core
 from cuda.bindings import driver as drv
-dev = core.Device(0)
-dev.set_current()
+try:
+    import cuda.core as core
+    dev = core.Device(0)
+    dev.set_current()
+except ImportError as e:  # the app PEX has no cuda-core since gpu_runtime stopped using it
+    core = None
+    print(f"no cuda.core here: {e}", file=sys.stderr)
 result = {"cubins": {}}
 for case, (name, grid, block, args) in CASES.items():
     k = cache.kernel(name)
@@ -93,14 +97,15 @@ for case, (name, grid, block, args) in CASES.items():
     data = open(f"{cache_dir}/{path}", "rb").read()
     result["cubins"][case] = {"path": f"{cache_dir}/{path}", "entry": spec.entry}
     packed = k.pack(*args)
-    result[f"gpu_runtime|{case}"] = timed(lambda: k.launch(grid, block, *args))
-    kern = core.ObjectCode.from_cubin(data).get_kernel(spec.entry)
-    config = core.LaunchConfig(grid=grid, block=block)
-    stream = dev.default_stream
-    scalars = packed.launch_args()
-    result[f"cuda.core launch, preconverted args|{case}"] = timed(
-        lambda: core.launch(stream, config, kern, *scalars)
-    )
+    result[f"gpu_runtime{label}|{case}"] = timed(lambda: k.launch(grid, block, *args))
+    if core is not None:
+        kern = core.ObjectCode.from_cubin(data).get_kernel(spec.entry)
+        config = core.LaunchConfig(grid=grid, block=block)
+        stream = dev.default_stream
+        scalars = packed.launch_args()
+        result[f"cuda.core launch, preconverted args{label}|{case}"] = timed(
+            lambda: core.launch(stream, config, kern, *scalars)
+        )
     _, mod = drv.cuModuleLoadData(data)
     _, func = drv.cuModuleGetFunction(mod, spec.entry.encode())
     buf = ParamBuffer.from_packed(packed)
@@ -108,7 +113,7 @@ for case, (name, grid, block, args) in CASES.items():
     b = (block, 1, 1) if isinstance(block, int) else (*block, 1)
     s0 = drv.CUstream(0)
     addr = buf.address
-    result[f"bare cuLaunchKernel, prepacked void**|{case}"] = timed(
+    result[f"bare cuLaunchKernel, prepacked void**{label}|{case}"] = timed(
         lambda: drv.cuLaunchKernel(func, *g[:3], *b[:3], 0, s0, addr, 0)
     )
 json.dump(result, open(out_path, "w"))
@@ -277,11 +282,21 @@ def main() -> None:
     skipped: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         cache_dir = os.path.abspath(os.path.join(a.bundle, "cache"))
-        got, why = run_inner(tmp, "pex", INNER_PEX, [py, pex, cache_dir, n, runs], in_pex)
+        argv = [py, pex, cache_dir, n, runs, " (app PEX)"]
+        got, why = run_inner(tmp, "pex", INNER_PEX, argv, in_pex)
         if got is None:
             raise SystemExit(f"the bundle's own launches failed: {why}")
         cubins = got.pop("cubins")
         launch.update(got)
+        # The same with the machine's python3 (its cuda-bindings and cuda-core) and this checkout's
+        # gpu_runtime: where the cuda.core peer runs.
+        src_env = dict(base, PYTHONPATH=os.pathsep.join(["src/python", "src/spec", base.get("PYTHONPATH", "")]))
+        got, why = run_inner(tmp, "py3", INNER_PEX, [py, cache_dir, n, runs, " (python3)"], src_env)
+        if got is None:
+            skipped["gpu_runtime / cuda.core / bare (python3)"] = why
+        else:
+            got.pop("cubins")
+            launch.update(got)
         for name, src, argv in (
             ("numba-cuda", INNER_NUMBA, [py, n, runs]),
             ("CuPy", INNER_CUPY, [py, n, runs, json.dumps(cubins)]),
