@@ -58,7 +58,8 @@ import numpy as np, gpu_runtime
 from gpu_runtime import DeviceArray
 from gpu_runtime.param_buffer import ParamBuffer
 
-cache_dir, launches, runs, label, out_path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+cache_dir, launches, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+label, out_path = sys.argv[4], sys.argv[5]
 cache = gpu_runtime.open_cache(cache_dir)
 img = DeviceArray.from_numpy(np.ones((480, 640), np.float32))
 dst = DeviceArray.empty((480, 640), np.float32)
@@ -128,7 +129,8 @@ from imaging.kernels.saxpy import saxpy
 from imaging.kernels.blur import box_blur_3x3
 launches, runs, out_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 x = cuda.to_device(np.ones(1024, np.float32)); out = cuda.device_array(1024, np.float32)
-img = cuda.to_device(np.ones((480, 640), np.float32)); dst = cuda.device_array((480, 640), np.float32)
+img = cuda.to_device(np.ones((480, 640), np.float32))
+dst = cuda.device_array((480, 640), np.float32)
 a = np.float32(2.0)
 cases = {"saxpy": lambda: saxpy[4, 256](out, a, x, x),
          "box_blur_3x3": lambda: box_blur_3x3[(40, 30), (16, 16)](img, dst)}
@@ -150,7 +152,8 @@ INNER_CUPY = r"""
 import json, sys, time
 import numpy as np
 import cupy as cp
-launches, runs, cubins, out_path = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+launches, runs = int(sys.argv[1]), int(sys.argv[2])
+cubins, out_path = json.loads(sys.argv[3]), sys.argv[4]
 raw = cp.RawKernel(r'''
 extern "C" __global__ void saxpy(float* out, float a, const float* x, const float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -161,13 +164,18 @@ img = cp.ones((480, 640), cp.float32); dst = cp.empty((480, 640), cp.float32)
 def arr(a):  # the numba ABI by hand: meminfo, parent, nitems, itemsize, data, shape, strides
     vals = [0, 0, a.size, a.itemsize, a.data.ptr, *a.shape, *a.strides]
     return [np.int64(v) for v in vals]
-blur_fn = cp.RawModule(path=cubins["box_blur_3x3"]["path"]).get_function(cubins["box_blur_3x3"]["entry"])
-saxpy_fn = cp.RawModule(path=cubins["saxpy"]["path"]).get_function(cubins["saxpy"]["entry"])
+def function(case):
+    return cp.RawModule(path=cubins[case]["path"]).get_function(cubins[case]["entry"])
+blur_fn, saxpy_fn = function("box_blur_3x3"), function("saxpy")
+sax_c = (out, cp.float32(2.0), x, x, cp.int32(1024))
+blur_args = (*arr(img), *arr(dst))
 sax_args = (*arr(out), np.float32(2.0), *arr(x), *arr(x))
 cases = {
-    "CuPy RawKernel (C saxpy, 5 params)|saxpy": lambda: raw((4,), (256,), (out, cp.float32(2.0), x, x, cp.int32(1024))),
+    "CuPy RawKernel (C saxpy, 5 params)|saxpy": lambda: raw((4,), (256,), sax_c),
     "CuPy RawModule on the bundle cubin|saxpy": lambda: saxpy_fn((4,), (256,), sax_args),
-    "CuPy RawModule on the bundle cubin|box_blur_3x3": lambda: blur_fn((40, 30), (16, 16), (*arr(img), *arr(dst))),
+    "CuPy RawModule on the bundle cubin|box_blur_3x3": (
+        lambda: blur_fn((40, 30), (16, 16), blur_args)
+    ),
 }
 result = {}
 for name, go in cases.items():
@@ -255,9 +263,13 @@ def print_table(launch: dict, start: dict, pex_first: list, skipped: dict, a) ->
     names = list(start)
     gap = med(start[names[2]]) - med(start[names[1]])
     print(f"| first saxpy minus context only (both through the PEX) | {gap:.3f} |")
-    print(f"| first run of the PEX, empty PEX_ROOT (median of {len(pex_first)}) | "
-          f"{med(pex_first):.3f} |")
-    print("\npeers run: " + ", ".join(peers) + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
+    print(
+        f"| first run of the PEX, empty PEX_ROOT (median of {len(pex_first)}) | "
+        f"{med(pex_first):.3f} |"
+    )
+    print(
+        "\npeers run: " + ", ".join(peers) + (f"; skipped: {', '.join(skipped)}" if skipped else "")
+    )
 
 
 def main() -> None:
@@ -290,7 +302,9 @@ def main() -> None:
         launch.update(got)
         # The same with the machine's python3 (its cuda-bindings and cuda-core) and this checkout's
         # gpu_runtime: where the cuda.core peer runs.
-        src_env = dict(base, PYTHONPATH=os.pathsep.join(["src/python", "src/spec", base.get("PYTHONPATH", "")]))
+        src_env = dict(
+            base, PYTHONPATH=os.pathsep.join(["src/python", "src/spec", base.get("PYTHONPATH", "")])
+        )
         got, why = run_inner(tmp, "py3", INNER_PEX, [py, cache_dir, n, runs, " (python3)"], src_env)
         if got is None:
             skipped["gpu_runtime / cuda.core / bare (python3)"] = why

@@ -46,7 +46,9 @@ class Pipeline:
         self.bins = DeviceArray.empty(256, np.uint32)
         self.x, self.y = DeviceArray.empty(NX, np.float32), DeviceArray.empty(NX, np.float32)
         self.out = DeviceArray.empty(NX, np.float32)
-        self.a, self.b = DeviceArray.empty((M, K), np.float32), DeviceArray.empty((K, N), np.float32)
+        self.a, self.b = DeviceArray.empty((M, K), np.float32), DeviceArray.empty(
+            (K, N), np.float32
+        )
         self.c = DeviceArray.empty((M, N), np.float32)
 
     def upload(self, seed: int) -> Dict[str, np.ndarray]:
@@ -96,7 +98,9 @@ class Pipeline:
         return {n: getattr(self, n).to_numpy(stream=self.stream) for n in names}
 
 
-def against_numpy(got: Dict[str, np.ndarray], host: Dict[str, np.ndarray]) -> List[Tuple[str, bool]]:
+def against_numpy(
+    got: Dict[str, np.ndarray], host: Dict[str, np.ndarray]
+) -> List[Tuple[str, bool]]:
     want_c = host["a"].astype(np.float64) @ host["b"]
     return [
         ("blur", np.allclose(got["blurred"], host["want_blur"], rtol=1e-5, atol=1e-5)),
