@@ -1,6 +1,7 @@
 """gpu_runtime: load and launch the GPU kernels precompiled into a device bundle.
 
-Needs only cuda-core, cuda-bindings and numpy on the device (no numba, no NVRTC, no compiler).
+Needs only cuda-bindings and numpy on the device (no numba, no NVRTC, no compiler; cuda.core is
+not imported).
 
 Usage::
 
@@ -33,7 +34,8 @@ API
     `.libraries()`; `.choice(library) -> Choice` (the variant picked for this GPU);
     `.preload()` (load everything now); `.verify(all_variants=False)` (sha256 of every file
     that would load, or of all files); `.loaded_modules()` ("library/module" loaded so far);
-    `.describe()`; `.device` (`DeviceInfo`); `.manifest`.
+    `.describe()`; `.device` (`DeviceInfo`); `.manifest`; `.create_stream()` (a new
+    non-blocking `Stream`); `.capture(stream)` (see `capture`).
 
 `Kernel`
     `.launch(grid, block, *args, stream=None, shared_mem=0)`: asynchronous, like CUDA.
@@ -45,7 +47,15 @@ API
     `DeviceArray`), numbers, numpy scalars. A kernel compiled for several signatures
     dispatches on dtype, ndim and contiguity; no match raises `DispatchError` listing them.
     Streams: a cuda.core Stream, anything with `__cuda_stream__`, a CuPy/numba stream or a raw
-    handle; default the device's default stream.
+    handle; default the legacy default stream.
+    Cost: the first launch with a new pattern of arguments (types, dtypes, ndim, contiguity)
+    runs every check and builds a plan; later ones only rewrite the changing values (pointers,
+    shapes, scalars) in a reused per-thread buffer and call cuLaunchKernel
+    (`gpu_runtime.launch_plan`).
+
+`capture(stream) -> Graph` (context manager; `KernelCache.capture` too): launches on `stream`
+    inside the block are recorded into a CUDA graph; afterwards `graph.launch(stream=None)` (or
+    `.replay()`) replays them; `.close()`. See `gpu_runtime.graphs`.
 
 `DeviceArray` (see `gpu_runtime.devarray`): `.from_numpy(a)`, `.empty(shape, dtype)`,
     `.zeros(shape, dtype)`, `.to_numpy()`, `.free()`, `__cuda_array_interface__`.
@@ -83,8 +93,10 @@ from gpu_runtime.errors import (
     ManifestError,
     NoCompatibleVariantError,
 )
+from gpu_runtime.graphs import Graph, capture
 from gpu_runtime.runtime import Kernel, KernelCache
 from gpu_runtime.selection import Choice, select_variant
+from gpu_runtime.streams import Stream
 
 __all__ = [
     "open_cache",
@@ -92,6 +104,9 @@ __all__ = [
     "Kernel",
     "DeviceArray",
     "DeviceInfo",
+    "Stream",
+    "capture",
+    "Graph",
     "select_variant",
     "Choice",
     "GpuRuntimeError",

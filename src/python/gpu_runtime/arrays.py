@@ -43,30 +43,35 @@ class ArrayView:
     @property
     def flags(self) -> Tuple[bool, bool]:
         """(C-contiguous, F-contiguous), by numba's rules (numpy's UpdateContiguousFlags)."""
-        if not self.shape or self.size == 0:
-            return (True, True)
-        if any(s == 0 for s in self.strides):
-            return (False, False)
-        c = f = True
-        sd = self.itemsize
-        for n, st in zip(reversed(self.shape), reversed(self.strides)):
-            if n != 1:
-                if st != sd:
-                    c = False
-                sd *= n
-        sd = self.itemsize
-        for n, st in zip(self.shape, self.strides):
-            if n != 1:
-                if st != sd:
-                    f = False
-                    break
-                sd *= n
-        return (c, f)
+        return contiguity(self.shape, self.strides, self.itemsize)
 
     @property
     def layout(self) -> str:
         c, f = self.flags
         return "C" if c else ("F" if f else "A")
+
+
+def contiguity(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> Tuple[bool, bool]:
+    """(C-contiguous, F-contiguous), by numba's rules (numpy's UpdateContiguousFlags)."""
+    if not shape or math.prod(shape) == 0:
+        return (True, True)
+    if any(s == 0 for s in strides):
+        return (False, False)
+    c = f = True
+    sd = itemsize
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            if st != sd:
+                c = False
+            sd *= n
+    sd = itemsize
+    for n, st in zip(shape, strides):
+        if n != 1:
+            if st != sd:
+                f = False
+                break
+            sd *= n
+    return (c, f)
 
 
 def c_strides(shape: Sequence[int], itemsize: int) -> Tuple[int, ...]:

@@ -65,7 +65,9 @@ class FakeBackend:
         self.info = DeviceInfo(ordinal=0, name=name, capability=capability, driver_version=driver)
         self.loads: List[Tuple[str, bytes, str]] = []
         self.functions: List[Tuple[str, str]] = []
+        # (func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, [bytes of each parameter])
         self.launches: List[Tuple[Any, Any, Any, Any, int, list]] = []
+        self.captures: List[tuple] = []
         self.load_delay = load_delay
         self.fail_load = fail_load
         self.lock = threading.Lock()
@@ -94,8 +96,39 @@ class FakeBackend:
     def param_info(self, func):
         return self.param_layouts.get(func[2])
 
-    def launch(self, func, grid, block, stream, shared_mem, args):
-        self.launches.append((func, grid, block, stream, shared_mem, list(args)))
+    def stream_handle(self, stream):
+        return stream  # kept as given, so tests see what was passed
+
+    def create_stream(self):
+        return object()
+
+    def launch_raw(self, func, gx, gy, gz, bx, by, bz, shared_mem, stream, params):
+        """Reads each parameter through the `void**`, as the driver does at launch time."""
+        self.launches.append(
+            ((func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, list(params.param_bytes())))
+        )
+        self.launch(func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, params)
+
+    def launch(self, func, grid, block, stream, shared_mem, params):
+        """Hook for fakes that also run the kernel (`params`: the `ParamBuffer`)."""
+
+    # graphs: recorded as calls
+    def begin_capture(self, stream):
+        self.captures.append(("begin", stream))
+
+    def end_capture(self, stream):
+        self.captures.append(("end", stream))
+        return ("graph", len(self.captures))
+
+    def instantiate(self, graph):
+        self.captures.append(("instantiate", graph))
+        return ("exec", graph)
+
+    def graph_launch(self, graph_exec, stream):
+        self.captures.append(("launch", graph_exec, stream))
+
+    def destroy_graph(self, graph, graph_exec):
+        self.captures.append(("destroy", graph, graph_exec))
 
     def synchronize(self):
         pass

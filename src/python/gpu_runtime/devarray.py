@@ -16,49 +16,18 @@ Copies are ordered on `stream` (default: the legacy default stream) and finish b
 from __future__ import annotations
 
 import math
-import threading
 import weakref
 from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from gpu_runtime.device import check, cuda_core, driver_api
-from gpu_runtime.errors import DeviceError
-
-_current = threading.local()
+from gpu_runtime.device import check, driver_api, ensure_context
+from gpu_runtime.streams import stream_handle
 
 
 def _ensure_context(device: Optional[int]) -> int:
-    """Make `device`'s primary context current on this thread (via cuda.core); return its id."""
-    key = -1 if device is None else int(device)
-    cached = getattr(_current, "devices", None)
-    if cached is None:
-        cached = _current.devices = {}
-    if key not in cached:
-        try:
-            dev = cuda_core().Device(device)
-            dev.set_current()
-        except DeviceError:
-            raise
-        except Exception as e:
-            raise DeviceError(f"no usable CUDA device: {type(e).__name__}: {e}") from e
-        cached[key] = int(dev.device_id)
-    return cached[key]
-
-
-def stream_handle(stream: Any) -> int:
-    """Raw CUstream handle of a cuda.core Stream, __cuda_stream__ object, CuPy/numba stream, int."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attr in ("handle", "ptr"):
-        h = getattr(stream, attr, None)
-        if h is not None:
-            return int(getattr(h, "value", h) or 0)
-    raise TypeError(f"not a CUDA stream: {type(stream).__name__}")
+    """Make `device`'s primary context current on this thread; return its ordinal."""
+    return ensure_context(device)
 
 
 def _free(ptr: int, device: int) -> None:
@@ -72,7 +41,7 @@ def _free(ptr: int, device: int) -> None:
 class DeviceArray:
     """A C-contiguous array in device memory. See the module docstring."""
 
-    __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "__weakref__")
+    __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "_cai", "__weakref__")
 
     def __init__(
         self,
@@ -90,6 +59,7 @@ class DeviceArray:
         if self.dtype.hasobject:
             raise TypeError("object arrays cannot live on the device")
         self._device = _ensure_context(device)
+        self._cai: Optional[dict] = None
         self._ptr = 0
         nbytes = self.nbytes
         if nbytes:
@@ -169,6 +139,7 @@ class DeviceArray:
             self._finalizer()
             self._finalizer = None
         self._ptr = 0
+        self._cai = None
 
     # -- properties -------------------------------------------------------------------------
     @property
@@ -201,9 +172,12 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict:
+        """Built once (read by every launch; consumers must not modify it)."""
+        if self._cai is not None:
+            return self._cai
         if self.nbytes and not self._ptr:
             raise ValueError("DeviceArray was freed")
-        return {
+        self._cai = {
             "shape": self.shape,
             "typestr": self.dtype.str,
             "descr": self.dtype.descr if self.dtype.fields else [("", self.dtype.str)],
@@ -212,6 +186,7 @@ class DeviceArray:
             "version": 3,
             "stream": None,  # copies are synchronous; kernels order themselves on their stream
         }
+        return self._cai
 
     def __len__(self) -> int:
         if not self.shape:

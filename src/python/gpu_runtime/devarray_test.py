@@ -14,6 +14,7 @@ import pytest
 from gpu_runtime import devarray
 from gpu_runtime.arrays import array_view
 from gpu_runtime.devarray import DeviceArray, stream_handle
+from gpu_runtime.errors import DeviceError
 
 
 class FakeDriver:
@@ -136,7 +137,7 @@ def test_stream_handle():
     assert stream_handle(CoreStream()) == 1234
     assert stream_handle(CupyStream()) == 99
     assert stream_handle(NumbaStream()) == 77
-    with pytest.raises(TypeError):
+    with pytest.raises(DeviceError, match="cannot use object as a CUDA stream"):
         stream_handle(object())
 
 

@@ -1,16 +1,22 @@
-"""The only module that talks to CUDA (through cuda.core and cuda.bindings), imported lazily.
+"""The only module that talks to CUDA, through cuda.bindings' driver API, imported lazily.
 
 `CudaBackend` is what `KernelCache` uses to query the device, load code and launch; tests
 substitute a fake with the same methods, so everything above it runs without a GPU.
+
+Why the driver API and not cuda.core: importing cuda.core costs more than the rest of a first
+launch (it pulls in its Cython modules, NVRTC and nvJitLink bindings and cuda.pathfinder), and
+its generic `launch` converts every argument on every call. A launch here is one
+`cuLaunchKernel` on a parameter buffer packed in place (`gpu_runtime.launch_plan`).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from gpu_runtime.errors import DeviceError
+from gpu_runtime.streams import Stream, stream_handle
 
 
 @dataclass(frozen=True)
@@ -31,28 +37,14 @@ class DeviceInfo:
         )
 
 
-def cuda_core():
-    """The `cuda.core` module, imported on first use (cuda-core >= 1.2: names at its top level).
-
-    Lazy so that opening a cache, and everything the tests run through a fake backend, needs no
-    CUDA installation.
-    """
-    try:
-        import cuda.core as core
-    except ImportError as e:
-        raise DeviceError(
-            f"cuda.core is not importable ({e}); the device app needs cuda-core and "
-            f"cuda-bindings in its PEX"
-        ) from e
-    return core
-
-
 def driver_api():
     """`cuda.bindings.driver`, imported on first use (cuda-bindings 12.9 and 13.x have it)."""
     try:
         from cuda.bindings import driver
     except ImportError as e:
-        raise DeviceError(f"cuda.bindings is not importable: {e}") from e
+        raise DeviceError(
+            f"cuda.bindings is not importable ({e}); the device app needs cuda-bindings in its PEX"
+        ) from e
     return driver
 
 
@@ -63,16 +55,18 @@ def check(result: Any, what: str) -> Any:
     else:
         err, rest = result, ()
     if int(err) != 0:
-        driver = driver_api()
-        try:
-            _, name = driver.cuGetErrorName(err)
-            name = name.decode() if isinstance(name, bytes) else str(name)
-        except Exception:  # pragma: no cover - best effort
-            name = str(err)
-        raise DeviceError(f"{what} failed: {name} ({int(err)})")
+        raise DeviceError(f"{what} failed: {error_name(err)} ({int(err)})")
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else rest
+
+
+def error_name(err: Any) -> str:
+    try:
+        _, name = driver_api().cuGetErrorName(err)
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # pragma: no cover - best effort
+        return str(err)
 
 
 def driver_version() -> Tuple[int, int]:
@@ -87,117 +81,212 @@ def driver_version() -> Tuple[int, int]:
     return (int(v) // 1000, (int(v) % 1000) // 10)
 
 
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+_ctx_lock = threading.Lock()
+_primary: Dict[int, Any] = {}  # ordinal -> retained primary context (kept for the process)
+_current = threading.local()
+
+
+def _choose_ordinal(drv: Any, ordinal: Optional[int]) -> int:
+    """`ordinal`, else the device of the context current on this thread, else 0 (as cuda.core's
+    `Device()` picks)."""
+    if ordinal is not None:
+        return int(ordinal)
+    ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is not None and int(ctx) != 0:
+        return int(check(drv.cuCtxGetDevice(), "cuCtxGetDevice"))
+    return 0
+
+
+def ensure_context(ordinal: Optional[int] = None) -> int:
+    """Make the primary context of device `ordinal` current on this thread; return the ordinal.
+
+    Per thread, the first call initialises the driver and retains the primary context (once per
+    process); later calls are a dictionary lookup.
+    """
+    key = -1 if ordinal is None else int(ordinal)
+    done = getattr(_current, "devices", None)
+    if done is None:
+        done = _current.devices = {}
+    found = done.get(key)
+    if found is not None:
+        return found
+    drv = driver_api()
+    try:
+        check(drv.cuInit(0), "cuInit")
+        chosen = _choose_ordinal(drv, ordinal)
+        with _ctx_lock:
+            ctx = _primary.get(chosen)
+            if ctx is None:
+                dev = check(drv.cuDeviceGet(chosen), f"cuDeviceGet({chosen})")
+                ctx = _primary[chosen] = check(
+                    drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain"
+                )
+        check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    except Exception as e:
+        raise DeviceError(
+            f"no usable CUDA device (device {ordinal if ordinal is not None else 0}): "
+            f"{type(e).__name__}: {e}. Is the NVIDIA driver installed and a GPU visible "
+            f"(nvidia-smi, CUDA_VISIBLE_DEVICES)?"
+        ) from e
+    done[key] = chosen
+    return chosen
+
+
 class CudaBackend:
-    """cuda.core-based device access: one device, its primary context, current on each thread."""
+    """Driver-API device access: one device, its primary context, current on each thread."""
 
     def __init__(self, ordinal: Optional[int] = None) -> None:
         self._ordinal = ordinal
-        self._local = threading.local()
         self._info: Optional[DeviceInfo] = None
         self._lock = threading.Lock()
-        self._configs: Dict[Any, Any] = {}
+        self._drv: Any = None
+        self._ok: Any = None
+
+    def _driver(self) -> Any:
+        if self._drv is None:
+            drv = driver_api()
+            self._ok = drv.CUresult.CUDA_SUCCESS
+            self._drv = drv
+        return self._drv
 
     # -- device -----------------------------------------------------------------------------
-    def device(self):
-        """The cuda.core Device, made current on the calling thread."""
-        dev = getattr(self._local, "device", None)
-        if dev is None:
-            core = cuda_core()
-            try:
-                dev = core.Device(self._ordinal)
-                dev.set_current()
-            except DeviceError:
-                raise
-            except Exception as e:
-                ordinal = self._ordinal if self._ordinal is not None else 0
-                raise DeviceError(
-                    f"no usable CUDA device (device {ordinal}):"
-                    f" {type(e).__name__}: {e}. Is the NVIDIA driver installed and a GPU visible "
-                    f"(nvidia-smi, CUDA_VISIBLE_DEVICES)?"
-                ) from e
-            if self._ordinal is None:  # other threads must use the same device
-                self._ordinal = int(dev.device_id)
-            self._local.device = dev
-        return dev
+    def device(self) -> int:
+        """The device ordinal, its primary context made current on the calling thread."""
+        ordinal = ensure_context(self._ordinal)
+        if self._ordinal is None:  # other threads must use the same device
+            self._ordinal = ordinal
+        return ordinal
 
     def device_info(self) -> DeviceInfo:
         if self._info is None:
             with self._lock:
                 if self._info is None:
-                    dev = self.device()
-                    cc = dev.compute_capability
-                    self._info = DeviceInfo(
-                        ordinal=int(dev.device_id),
-                        name=str(dev.name),
-                        capability=(int(cc[0]), int(cc[1])),
-                        driver_version=driver_version(),
-                    )
+                    self._info = self._query_info()
         return self._info
+
+    def _query_info(self) -> DeviceInfo:
+        ordinal = self.device()
+        drv = self._driver()
+        dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+        attr = drv.CUdevice_attribute
+        major = check(
+            drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+            "cuDeviceGetAttribute",
+        )
+        minor = check(
+            drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+            "cuDeviceGetAttribute",
+        )
+        raw = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+        name = bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+        return DeviceInfo(
+            ordinal=ordinal,
+            name=name,
+            capability=(int(major), int(minor)),
+            driver_version=driver_version(),
+        )
 
     # -- code -------------------------------------------------------------------------------
     def load(self, kind: str, data: bytes, name: str) -> Any:
+        """cuModuleLoadData of a cubin, or of PTX (JIT-compiled by the driver; NUL-terminated)."""
         self.device()
-        core = cuda_core()
-        factory = core.ObjectCode.from_cubin if kind == "cubin" else core.ObjectCode.from_ptx
-        return factory(data, name=name)
+        if kind == "ptx" and not data.endswith(b"\0"):
+            data = data + b"\0"
+        return check(self._driver().cuModuleLoadData(data), f"cuModuleLoadData({name})")
 
-    def get_function(self, obj: Any, entry: str) -> Any:
+    def get_function(self, module: Any, entry: str) -> Any:
         self.device()
-        return obj.get_kernel(entry)  # loads the library (and JITs PTX) on first use
+        return check(
+            self._driver().cuModuleGetFunction(module, entry.encode()),
+            f"cuModuleGetFunction({entry})",
+        )
 
     def param_info(self, func: Any) -> Optional[List[Tuple[int, int]]]:
         """[(offset, size)] of the kernel's parameters as the driver sees them.
 
         None where the driver cannot tell (cuFuncGetParamInfo needs a CUDA 12.4+ driver).
         """
+        drv = self._driver()
+        out: List[Tuple[int, int]] = []
         try:
-            infos = list(func.arguments_info)
+            for i in range(4096):
+                err, offset, size = drv.cuFuncGetParamInfo(func, i)
+                if int(err) != 0:  # past the last parameter, or a driver that cannot tell
+                    past_end = int(err) == int(drv.CUresult.CUDA_ERROR_INVALID_VALUE)
+                    return out if past_end else None
+                out.append((int(offset), int(size)))
         except Exception:
             return None
-        return [(int(p.offset), int(p.size)) for p in infos]
+        return out
 
     # -- launch -----------------------------------------------------------------------------
-    def stream(self, stream: Any) -> Any:
-        core = cuda_core()
-        dev = self.device()
-        if stream is None:
-            return dev.default_stream
-        if isinstance(stream, core.Stream):
-            return stream
-        if hasattr(stream, "__cuda_stream__"):
-            handle = stream.__cuda_stream__()[1]
-        elif isinstance(stream, int):
-            handle = stream
-        else:
-            handle = getattr(stream, "handle", None)
-            if handle is None:
-                handle = getattr(stream, "ptr", None)
-            if handle is None:
-                raise DeviceError(
-                    f"cannot use {type(stream).__name__} as a CUDA stream (expected a "
-                    f"cuda.core Stream, an object with __cuda_stream__, or a handle)"
-                )
-            handle = int(getattr(handle, "value", handle) or 0)
-        if int(handle) == 0:
-            return dev.default_stream
-        return core.Stream.from_handle(int(handle))
+    def stream_handle(self, stream: Any) -> int:
+        """The raw CUstream of `stream` (see `gpu_runtime.streams.stream_handle`)."""
+        return stream_handle(stream)
 
-    def launch(
-        self, func: Any, grid: Any, block: Any, stream: Any, shared_mem: int, args: Sequence[Any]
+    def create_stream(self) -> Stream:
+        """A new non-blocking stream on this device."""
+        self.device()
+        return Stream()
+
+    def launch_raw(
+        self,
+        func: Any,
+        gx: int,
+        gy: int,
+        gz: int,
+        bx: int,
+        by: int,
+        bz: int,
+        shared_mem: int,
+        stream: int,
+        params: Any,
     ) -> None:
-        core = cuda_core()
-        s = self.stream(stream)
-        key: Optional[Tuple[Any, Any, int]] = (grid, block, shared_mem)
-        try:
-            config = self._configs.get(key)
-        except TypeError:  # an unhashable grid or block (a list): build it every time
-            key, config = None, None
-        if config is None:
-            config = core.LaunchConfig(grid=grid, block=block, shmem_size=int(shared_mem or 0))
-            if key is not None and len(self._configs) < 256:
-                # LaunchConfig validates its shape on construction: reuse it across launches.
-                self._configs[key] = config
-        core.launch(s, config, func, *args)
+        """One cuLaunchKernel with the prepacked `void**` at `params.address` (the driver copies
+        the parameters before it returns, so the buffer may be reused right after)."""
+        drv = self._drv
+        if drv is None:
+            drv = self._driver()
+            self.device()
+        (err,) = drv.cuLaunchKernel(
+            func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
+        )
+        if err is not self._ok and int(err) == _INVALID_CONTEXT:
+            # A thread's first launch: no context current on it yet (loading happened on
+            # another thread). Make it current and launch again, rather than asking every time.
+            self.device()
+            (err,) = drv.cuLaunchKernel(
+                func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
+            )
+        if err is not self._ok:
+            check((err,), "cuLaunchKernel")
 
     def synchronize(self) -> None:
-        self.device().sync()
+        self.device()
+        check(self._driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+    # -- graphs -----------------------------------------------------------------------------
+    def begin_capture(self, stream: int) -> None:
+        """Start capturing `stream` (thread-local mode: only this thread's unsafe calls, e.g. a
+        synchronous copy, are refused while it captures)."""
+        self.device()
+        drv = self._driver()
+        mode = drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        check(drv.cuStreamBeginCapture(stream, mode), "cuStreamBeginCapture")
+
+    def end_capture(self, stream: int) -> Any:
+        return check(self._driver().cuStreamEndCapture(stream), "cuStreamEndCapture")
+
+    def instantiate(self, graph: Any) -> Any:
+        return check(self._driver().cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+    def graph_launch(self, graph_exec: Any, stream: int) -> None:
+        check(self._driver().cuGraphLaunch(graph_exec, stream), "cuGraphLaunch")
+
+    def destroy_graph(self, graph: Any, graph_exec: Any) -> None:
+        drv = self._driver()
+        if graph_exec is not None:
+            check(drv.cuGraphExecDestroy(graph_exec), "cuGraphExecDestroy")
+        if graph is not None:
+            check(drv.cuGraphDestroy(graph), "cuGraphDestroy")

@@ -1,11 +1,21 @@
-"""`Kernel`: one kernel name of one library, dispatching over its signatures and launching."""
+"""`Kernel`: one kernel name of one library, dispatching over its signatures and launching.
+
+A launch costs, after the first with a given argument pattern, the pattern's key, one
+`struct.pack_into` into a reused buffer and one `cuLaunchKernel` (`gpu_runtime.launch_plan`);
+the first launch of a pattern runs every check and builds that plan.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from gpu_runtime import abi
 from gpu_runtime.errors import DispatchError, KernelNotFoundError
+from gpu_runtime.launch_dims import launch_dims
+from gpu_runtime.launch_plan import LaunchPlan, build_plan, pattern_key
+from gpu_runtime.param_buffer import ParamBuffer
 from gpu_spec.manifest import KernelSpec, Library, ModuleSpec
 
 if TYPE_CHECKING:  # runtime imports this module
@@ -24,6 +34,11 @@ class Kernel:
         self._library = library
         self.name = name
         self._overloads: Optional[List[Tuple[ModuleSpec, KernelSpec]]] = None
+        self._plans: Dict[Any, LaunchPlan] = {}
+        self._dims: Dict[Any, Tuple[int, ...]] = {}
+        backend = cache.backend
+        self._launch_raw = backend.launch_raw
+        self._stream_handle = backend.stream_handle
 
     @property
     def library(self) -> str:
@@ -91,11 +106,51 @@ class Kernel:
     def launch(
         self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0
     ) -> None:
-        """Launch on `stream` (default: the device's default stream); asynchronous like CUDA."""
+        """Launch on `stream` (default: the legacy default stream); asynchronous like CUDA."""
+        key, cais = pattern_key(args)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._new_plan(key, args)
+        func = plan.func
+        try:
+            buf = plan.pack(args, cais) if plan.fast else None
+        except Exception:  # a value only the checked path takes (or refuses)
+            buf = None
+        if buf is None:
+            func, buf = self._checked_pack(args)
+        try:
+            dims = self._dims[(grid, block)]
+        except (KeyError, TypeError):
+            dims = self._launch_dims(grid, block)
+        if shared_mem.__class__ is not int or shared_mem < 0:
+            shared_mem = _shared_mem(shared_mem)
+        handle = 0 if stream is None else self._stream_handle(stream)
+        self._launch_raw(func, *dims, shared_mem, handle, buf)
+
+    def _new_plan(self, key: Any, args: Tuple[Any, ...]) -> LaunchPlan:
+        """The checked path: dispatch, pack with every check, load; then remember the plan."""
         module, spec = self.resolve(*args)
         packed = abi.pack_args(spec, args)
         func = self._cache.load_function(self._library.name, module, spec)
-        self._cache.backend.launch(func, grid, block, stream, shared_mem, packed.launch_args())
+        plan = build_plan(func, spec, args, packed)
+        if key is not None and len(self._plans) < _MAX_PLANS:
+            self._plans[key] = plan
+        return plan
+
+    def _checked_pack(self, args: Tuple[Any, ...]) -> Tuple[Any, ParamBuffer]:
+        module, spec = self.resolve(*args)
+        packed = abi.pack_args(spec, args)
+        func = self._cache.load_function(self._library.name, module, spec)
+        return func, ParamBuffer.from_packed(packed)
+
+    def _launch_dims(self, grid: Any, block: Any) -> Tuple[int, ...]:
+        dims = launch_dims(grid, block)
+        try:
+            if len(self._dims) < _MAX_PLANS:
+                self._dims[(grid, block)] = dims
+        except TypeError:  # a list: checked every time
+            pass
+        return dims
 
     def __getitem__(self, config: Any) -> "_Configured":
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -107,6 +162,15 @@ class Kernel:
         stream = config[2] if len(config) > 2 else None
         shared = config[3] if len(config) > 3 else 0
         return _Configured(self, grid, block, stream, shared)
+
+
+_MAX_PLANS = 64  # patterns (and grid/block pairs) remembered per kernel; more take the checked path
+
+
+def _shared_mem(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise DispatchError(f"shared_mem must be a non-negative integer, not {value!r}")
+    return int(value)
 
 
 class _Configured:

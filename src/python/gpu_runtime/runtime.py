@@ -189,6 +189,17 @@ class KernelCache:
         verified, on first use)."""
         return self._loader.function(library, module, kernel)
 
+    def create_stream(self) -> Any:
+        """A new non-blocking stream on this cache's device (`gpu_runtime.Stream`)."""
+        return self._backend.create_stream()
+
+    def capture(self, stream: Any) -> Any:
+        """`with cache.capture(stream) as graph:` records the launches on `stream` into a
+        CUDA graph, replayed by `graph.launch()` (see `gpu_runtime.graphs`)."""
+        from gpu_runtime.graphs import capture
+
+        return capture(stream, self._backend)
+
     def preload(self, names: Optional[Sequence[str]] = None) -> None:
         """Load now what would otherwise load on first launch (all kernels, or `names`)."""
         for qualified in names or self.kernel_names():

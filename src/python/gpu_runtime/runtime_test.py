@@ -173,8 +173,8 @@ def test_launch_passes_packed_numba_args(cache, fake_backend):
     cache.kernel("saxpy").launch((1, 1, 1), 32, out, 2.5, x, y, stream=7, shared_mem=0)
     func, grid, block, stream, shmem, args = fake_backend.launches[0]
     assert func[0] == "func" and func[2].startswith("_ZN6cudapy5saxpy")
-    assert (grid, block, stream, shmem) == ((1, 1, 1), 32, 7, 0)
-    raw = b"".join(a.tobytes() for a in args)
+    assert (grid, block, stream, shmem) == ((1, 1, 1), (32, 1, 1), 7, 0)
+    raw = b"".join(args)
     arr = lambda p: struct.pack("<7q", 0, 0, 8, 4, p, 8, 4)  # noqa: E731
     assert raw == arr(PTR) + struct.pack("<f", 2.5) + arr(PTR + 64) + arr(PTR + 128)
 
@@ -184,8 +184,8 @@ def test_numba_style_launch(cache, fake_backend):
     cache.kernel("saxpy")[4, 64](out, np.float32(1), out, out)
     cache.kernel("saxpy")[4, 64, "s", 128](out, np.float32(1), out, out)
     assert [launch[1:5] for launch in fake_backend.launches] == [
-        (4, 64, None, 0),
-        (4, 64, "s", 128),
+        ((4, 1, 1), (64, 1, 1), 0, 0),
+        ((4, 1, 1), (64, 1, 1), "s", 128),
     ]
     with pytest.raises(DispatchError, match="kernel\\[grid, block\\]"):
         cache.kernel("saxpy")[4]
@@ -195,9 +195,7 @@ def test_launch_c_kernel(cache, fake_backend):
     a, b, c = vec(256, ptr=PTR), vec(256, ptr=PTR + 1024), vec(256, ptr=PTR + 2048)
     cache.kernel("matmul<float, 16>").launch((1, 1), (16, 16), a, b, c, 16, 16, 16)
     args = fake_backend.launches[0][5]
-    assert b"".join(x.tobytes() for x in args) == struct.pack(
-        "<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16
-    )
+    assert b"".join(args) == struct.pack("<QQQIII", PTR, PTR + 1024, PTR + 2048, 16, 16, 16)
 
 
 def test_pack_for_debugging(cache):

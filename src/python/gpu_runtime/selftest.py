@@ -10,7 +10,7 @@ selection, usually the cubin; "ptx" = forced PTX, i.e. the driver JIT path; "cub
 
 * that dispatch picks the signature the case was built for (contiguous vs strided views);
 * that the packed parameter offsets/sizes equal what the driver reports for the loaded kernel
-  (`cuFuncGetParamInfo` through cuda.core's `Kernel.arguments_info`, driver >= 12.4);
+  (`cuFuncGetParamInfo`, driver >= 12.4);
 * the outputs against the reference's numpy results;
 
 and, once: the sha256 of every file in the cache; with the table's probe kernel, concurrent
@@ -74,7 +74,7 @@ def _backend_factory(a: argparse.Namespace) -> Callable[[], Any]:
     shared = CudaBackend(a.device)
     info = shared.device_info()
     print(
-        f"device: {info.describe()}; cuda.core {_version('cuda-core')}, cuda-bindings "
+        f"device: {info.describe()}; cuda-bindings "
         f"{_version('cuda-bindings')}, numpy {np.__version__}, python {sys.version.split()[0]}",
         flush=True,
     )

@@ -265,10 +265,10 @@ class SelfTest:
     def check_stream(
         self, cache: KernelCache, kernel: Kernel, spec: KernelSpec, builder: Builder
     ) -> None:
-        """A launch on a created (non-blocking) cuda.core stream, read back on that stream."""
-        what = "launch on a created cuda.core stream"
+        """A launch on a created (non-blocking) stream, read back on that stream."""
+        what = "launch on a created stream"
         try:
-            stream = cache.backend.device().create_stream()
+            stream = cache.create_stream()
             case = self._case(builder, spec, PROBE_THREADS)
             kernel.launch(case.grid, case.block, *case.args, stream=stream)
             problems, _ = self.compare_outputs(case, stream)

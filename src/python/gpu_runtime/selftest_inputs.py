@@ -161,7 +161,13 @@ class DryBackend:
     def param_info(self, func: Any) -> None:
         return None
 
-    def launch(self, *a: Any) -> None:
+    def stream_handle(self, stream: Any) -> Any:
+        return stream
+
+    def create_stream(self) -> Any:
+        return object()
+
+    def launch_raw(self, *a: Any) -> None:
         pass
 
     def synchronize(self) -> None:
