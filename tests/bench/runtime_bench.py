@@ -198,14 +198,15 @@ def timed(argv: list, env: dict) -> float:
     return time.perf_counter() - start
 
 
-def run_inner(tmp: str, name: str, source: str, argv: list, env: dict):
-    """Run `source` as argv[0] [script] argv[1:] [json out]; (figures, None) or (None, why)."""
+def run_inner(tmp: str, name: str, source: str, launcher: list, args: list, env: dict):
+    """Run `source` as `launcher script args json-out` (launcher: python3, or python3 app.pex);
+    (figures, None) or (None, why)."""
     script = os.path.join(tmp, f"inner_{name}.py")
     with open(script, "w") as f:
         f.write(source)
     out = os.path.join(tmp, f"{name}.json")
     proc = subprocess.run(
-        [*argv[:1], script, *argv[1:], out], env=env, capture_output=True, text=True
+        [*launcher, script, *args, out], env=env, capture_output=True, text=True
     )
     if proc.returncode != 0:
         err = proc.stderr.strip().splitlines()
@@ -294,8 +295,8 @@ def main() -> None:
     skipped: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         cache_dir = os.path.abspath(os.path.join(a.bundle, "cache"))
-        argv = [py, pex, cache_dir, n, runs, " (app PEX)"]
-        got, why = run_inner(tmp, "pex", INNER_PEX, argv, in_pex)
+        args = [cache_dir, n, runs, " (app PEX)"]
+        got, why = run_inner(tmp, "pex", INNER_PEX, [py, pex], args, in_pex)
         if got is None:
             raise SystemExit(f"the bundle's own launches failed: {why}")
         cubins = got.pop("cubins")
@@ -305,17 +306,18 @@ def main() -> None:
         src_env = dict(
             base, PYTHONPATH=os.pathsep.join(["src/python", "src/spec", base.get("PYTHONPATH", "")])
         )
-        got, why = run_inner(tmp, "py3", INNER_PEX, [py, cache_dir, n, runs, " (python3)"], src_env)
+        args = [cache_dir, n, runs, " (python3)"]
+        got, why = run_inner(tmp, "py3", INNER_PEX, [py], args, src_env)
         if got is None:
             skipped["gpu_runtime / cuda.core / bare (python3)"] = why
         else:
             got.pop("cubins")
             launch.update(got)
-        for name, src, argv in (
-            ("numba-cuda", INNER_NUMBA, [py, n, runs]),
-            ("CuPy", INNER_CUPY, [py, n, runs, json.dumps(cubins)]),
+        for name, src, args in (
+            ("numba-cuda", INNER_NUMBA, [n, runs]),
+            ("CuPy", INNER_CUPY, [n, runs, json.dumps(cubins)]),
         ):
-            got, why = run_inner(tmp, name, src, argv, base)
+            got, why = run_inner(tmp, name, src, [py], args, base)
             if got is None:
                 skipped[name] = why
             else:
