@@ -133,9 +133,9 @@ def grouped_failures(failures: Sequence[Tuple[str, str]]) -> List[str]:
         groups.setdefault(key, ([], message))[0].append(capability)
     reports = []
     for capabilities, message in groups.values():
-        named = ", ".join(capabilities)
+        named = ", ".join(capabilities)  # sm_NN, ...: no backslash for re.sub to expand
         first = re.compile(r"\b%s\b" % re.escape(capabilities[0]))
-        reports.append("%s: %s" % (named, first.sub(lambda _: named, message)))
+        reports.append("%s: %s" % (named, first.sub(named, message)))
     return reports
 
 
