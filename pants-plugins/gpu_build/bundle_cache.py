@@ -1,5 +1,9 @@
 """The bundle's `cache/`: each kernel compiled for each shipped capability, plus its manifest.
 
+The shipped capabilities are taken from the compiles of each kernel's whole capability list (one
+process per kernel source and toolchain), so a bundle reuses the cache entries of
+`pants package` on its kernels.
+
 Each compile's files go to `cache/<variant_dir>/` (`gpu_spec.paths`), and `cache/manifest.json`
 (`gpu_spec.manifest_build`) lists them with their sha256, which the runtime checks on the device.
 """
@@ -27,7 +31,7 @@ from pants.util.frozendict import FrozenDict
 
 from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.bundle_kernels import check_driver
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
+from gpu_build.compile_kernel import CompiledKernel, CompiledKernels, CompileKernelRequest
 from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.errors import ManifestError
 from gpu_spec.manifest import dumps_manifest
@@ -129,14 +133,20 @@ class KernelCache:
 @rule
 async def kernel_cache(request: KernelCacheRequest) -> KernelCache:
     field_set = request.field_set
-    compiled = await MultiGet(
+    # The shipped subset of each kernel's capabilities: the compile rule runs the process for
+    # the target's full list, the one `pants package` on the kernel runs (and caches).
+    by_kernel = await MultiGet(
         Get(
-            CompiledKernel,
-            CompileKernelRequest(kernel, capability, toolchain=field_set.toolchain.value),
+            CompiledKernels,
+            CompileKernelRequest(
+                kernel,
+                capabilities=tuple(field_set.capabilities.value or ()),
+                toolchain=field_set.toolchain.value,
+            ),
         )
         for kernel in request.kernels
-        for capability in field_set.capabilities.value or ()
     )
+    compiled = [kernel for kernels in by_kernel for kernel in kernels]
     files = await MultiGet(Get(CompiledKernelFiles, CompiledKernel, k) for k in compiled)
     for compiled_files in files:
         check_compiled_driver(field_set, compiled_files)

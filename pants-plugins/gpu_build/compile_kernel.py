@@ -1,20 +1,28 @@
-"""Compile one `gpu_kernel` source for one capability: CompileKernelRequest -> CompiledKernel.
+"""Compile one `gpu_kernel` source for its capabilities: CompileKernelRequest -> CompiledKernels.
 
-One process per (source, capability), so the process cache holds each variant on its own: editing
-a kernel re-runs that kernel's processes only, and a bundle that ships a subset of capabilities
-reuses the same cache entries. The process itself is built by `compile_process`, a pure function.
+One process per (source, toolchain) compiles every capability of the target
+(`[gpu-toolchains].batch_capabilities`, the default), so numba's start-up is paid once per source,
+not once per capability. Each process covers one source, so editing a kernel re-runs that kernel's
+process only. A request for a subset of the capabilities (a deploy_bundle's) still runs the
+process for the target's whole list and takes its subset from the outputs: it shares the one
+cache entry with `pants package` on the kernel. With `batch_capabilities = false` each requested
+capability is its own process instead. The process itself is built by `compile_process`, a pure
+function.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from pants.backend.python.target_types import PythonSourceField
 from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.core.target_types import FileSourceField, ResourceSourceField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest, RemovePrefix
+from pants.engine.collection import Collection
+from pants.engine.fs import EMPTY_DIGEST, Digest, DigestSubset, PathGlobs, RemovePrefix
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
@@ -22,7 +30,11 @@ from pants.source.source_root import SourceRoot, SourceRootRequest
 from pants.util.strutil import softwrap
 
 from gpu_build.compile_process import OUT_DIR, compile_process
-from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions
+from gpu_build.kernel_field_set import (
+    GpuKernelFieldSet,
+    KernelCompileOptions,
+    kernel_capabilities,
+)
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
@@ -49,18 +61,38 @@ def check_ptx_version(
         ) from e
 
 
+# How `python -m gpu_compiler compile` starts each failure it reports on stderr: the capabilities
+# it failed for, e.g. `sm_80, sm_90: src/k.py:10: error: ...` (see gpu_compiler/cli.py).
+_FAILED_FOR = re.compile(r"^(sm_\d+(?:, sm_\d+)*): ", re.MULTILINE)
+
+
+def failed_capabilities(capabilities: Sequence[str], stderr: str) -> tuple[str, ...]:
+    """The capabilities the compiler's report names as failed, in the process's order; all of
+    them when it names none (a crash rather than a compile error)."""
+    named = {c for m in _FAILED_FOR.finditer(stderr) for c in m.group(1).split(", ")}
+    failed = tuple(c for c in capabilities if c in named)
+    return failed or tuple(capabilities)
+
+
 def compile_failure(
-    address: Address, source: str, capability: str, spec: ToolchainSpec, stderr: bytes
+    address: Address,
+    source: str,
+    capabilities: Sequence[str],
+    spec: ToolchainSpec,
+    stderr: bytes,
 ) -> GpuKernelCompileError:
+    report = stderr.decode(errors="replace").strip()
+    failed = failed_capabilities(capabilities, report)
+    of = "" if len(failed) == len(capabilities) else f" (of {', '.join(capabilities)})"
     return GpuKernelCompileError(
         softwrap(
             f"""
-            Failed to compile {source} (target {address}) for {capability}
+            Failed to compile {source} (target {address}) for {', '.join(failed)}{of}
             with the GPU toolchain {spec.name!r}:
             """
         )
         + "\n\n"
-        + stderr.decode(errors="replace").strip()
+        + report
     )
 
 
@@ -103,7 +135,8 @@ async def kernel_sources(request: KernelSourcesRequest) -> KernelSources:
 @dataclass(frozen=True)
 class CompileKernelRequest:
     field_set: GpuKernelFieldSet
-    capability: str
+    # The capabilities wanted, each one of the target's; None means all of the target's.
+    capabilities: tuple[str, ...] | None = None
     # A deploy_bundle may pick the toolchain; None means the target's own (or the default).
     toolchain: str | None = None
 
@@ -117,15 +150,62 @@ class CompiledKernel:
     digest: Digest
 
 
+class CompiledKernels(Collection[CompiledKernel]):
+    """One CompiledKernel per capability asked for, in the order asked."""
+
+
+@dataclass(frozen=True)
+class KernelProcessRequest:
+    """One compile process: the source of `field_set` for `capabilities` with `spec`."""
+
+    field_set: GpuKernelFieldSet
+    spec: ToolchainSpec
+    capabilities: tuple[str, ...]
+
+
+def process_batches(
+    wanted: Sequence[str], offered: Sequence[str], batch: bool
+) -> tuple[tuple[str, ...], ...]:
+    """The capabilities of each process that together cover `wanted`: the target's whole list
+    (`offered`) in one process, so that every request for the target shares one cache entry;
+    else one process per wanted capability."""
+    if not wanted:
+        return ()
+    return (tuple(offered),) if batch else tuple((c,) for c in wanted)
+
+
 @rule
-async def compile_kernel(request: CompileKernelRequest, subsystem: GpuToolchains) -> CompiledKernel:
+async def compile_kernel(
+    request: CompileKernelRequest, subsystem: GpuToolchains
+) -> CompiledKernels:
     field_set = request.field_set
     address = field_set.address
     spec = toolchain_spec(
         subsystem, request.toolchain or field_set.toolchain.value, origin=f"The target {address}"
     )
+    offered = kernel_capabilities(field_set, subsystem)
+    wanted = offered if request.capabilities is None else request.capabilities
+    missing = [c for c in wanted if c not in offered]
+    if missing:
+        raise GpuKernelCompileError(
+            f"The gpu_kernel {address} is not compiled for {', '.join(missing)} (its "
+            f"capabilities: {', '.join(offered)}). Add them to its `capabilities` field."
+        )
+    batches = process_batches(wanted, offered, subsystem.batch_capabilities)
+    results = await MultiGet(
+        Get(CompiledKernels, KernelProcessRequest(field_set, spec, batch)) for batch in batches
+    )
+    by_capability = {kernel.capability: kernel for result in results for kernel in result}
+    return CompiledKernels(by_capability[c] for c in wanted)
+
+
+@rule
+async def run_kernel_process(request: KernelProcessRequest) -> CompiledKernels:
+    field_set, spec, capabilities = request.field_set, request.spec, request.capabilities
+    address = field_set.address
     options = KernelCompileOptions.from_field_set(field_set)
-    check_ptx_version(address, options, request.capability, spec)
+    for capability in capabilities:
+        check_ptx_version(address, options, capability, spec)
 
     source = field_set.source.file_path
     toolchain, sources = await MultiGet(
@@ -135,17 +215,33 @@ async def compile_kernel(request: CompileKernelRequest, subsystem: GpuToolchains
     process = compile_process(
         toolchain=toolchain,
         source=source,
-        capability=request.capability,
+        capabilities=capabilities,
         sys_path=(sources.source_root,),
         options=options,
         input_digest=sources.digest,
     )
     result = await Get(FallibleProcessResult, VenvPexProcess, process)
     if result.exit_code != 0:
-        raise compile_failure(address, source, request.capability, spec, result.stderr)
-    digest = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
-    return CompiledKernel(
-        address=address, capability=request.capability, toolchain=spec.name, digest=digest
+        raise compile_failure(address, source, capabilities, spec, result.stderr)
+    subsets = await MultiGet(
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{OUT_DIR}/{c}/**"])))
+        for c in capabilities
+    )
+    digests = await MultiGet(
+        Get(Digest, RemovePrefix(subset, f"{OUT_DIR}/{c}"))
+        for subset, c in zip(subsets, capabilities)
+    )
+    empty = [c for c, digest in zip(capabilities, digests) if digest == EMPTY_DIGEST]
+    if empty:
+        raise GpuKernelCompileError(
+            f"The compile of {source} (target {address}) with the GPU toolchain {spec.name!r} "
+            f"exited 0 but wrote nothing for {', '.join(empty)} under {OUT_DIR}/<capability>/ "
+            f"(the layout `python -m gpu_compiler compile` writes). Its stderr:\n\n"
+            + result.stderr.decode(errors="replace").strip()
+        )
+    return CompiledKernels(
+        CompiledKernel(address=address, capability=c, toolchain=spec.name, digest=digest)
+        for c, digest in zip(capabilities, digests)
     )
 
 

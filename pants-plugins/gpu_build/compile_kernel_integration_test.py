@@ -38,7 +38,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import PYTHON_BOOTSTRAP_ENV, QueryRule, RuleRunner
 
 from gpu_build import register
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest, GpuKernelCompileError
+from gpu_build.compile_kernel import CompiledKernels, CompileKernelRequest, GpuKernelCompileError
 from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_build.package_kernel import GpuKernelPackageFieldSet
 from gpu_build.target_types import GpuKernelTarget
@@ -168,9 +168,24 @@ BROKEN_CU = dedent(
     }
     """
 )
+# `__reduce_add_sync` needs sm_80: this compiles for sm_90 but not for sm_75 (line 4).
+NEEDS_SM80_CU = dedent(
+    """\
+    // __reduce_add_sync exists from sm_80 on.
+    extern "C" __global__ void warp_sum(unsigned* out, const unsigned* in) {
+        unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+        unsigned s = __reduce_add_sync(0xffffffffu, in[i]);
+        if (threadIdx.x == 0) {
+            out[blockIdx.x] = s;
+        }
+    }
+    """
+)
 KERN_BUILD = dedent(
     """\
     gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_90"])
+    gpu_kernel(name="saxpy_two", source="saxpy.py", capabilities=["sm_87", "sm_90"])
+    gpu_kernel(name="needs_sm80", source="needs_sm80.cu", capabilities=["sm_75", "sm_90"])
     gpu_kernel(name="broken_numba", source="broken.py", capabilities=["sm_90"])
     gpu_kernel(name="broken_cu", source="broken.cu", capabilities=["sm_90"])
     gpu_kernel(
@@ -192,6 +207,7 @@ def build_root_files() -> dict[str, str | bytes]:
         f"{KERN}/saxpy.py": repo_file(SAXPY),
         f"{KERN}/broken.py": BROKEN_PY,
         f"{KERN}/broken.cu": BROKEN_CU,
+        f"{KERN}/needs_sm80.cu": NEEDS_SM80_CU,
         f"{KERN}/BUILD": KERN_BUILD,
     }
 
@@ -205,7 +221,7 @@ def rule_runner() -> Iterator[RuleRunner]:
             *python_sources.rules(),
             *target_types_rules.rules(),
             QueryRule(ToolchainPex, [ToolchainPexRequest]),
-            QueryRule(CompiledKernel, [CompileKernelRequest]),
+            QueryRule(CompiledKernels, [CompileKernelRequest]),
             QueryRule(BuiltPackage, [GpuKernelPackageFieldSet]),
             QueryRule(DigestContents, [Digest]),
         ],
@@ -236,9 +252,7 @@ def field_set(rule_runner: RuleRunner, name: str) -> GpuKernelFieldSet:
 
 def compile_error(rule_runner: RuleRunner, name: str) -> str:
     with pytest.raises(ExecutionError) as excinfo:
-        rule_runner.request(
-            CompiledKernel, [CompileKernelRequest(field_set(rule_runner, name), "sm_90")]
-        )
+        rule_runner.request(CompiledKernels, [CompileKernelRequest(field_set(rule_runner, name))])
     wrapped = list(excinfo.value.wrapped_exceptions)
     assert len(wrapped) == 1, wrapped
     assert isinstance(wrapped[0], GpuKernelCompileError), repr(wrapped[0])
@@ -246,8 +260,8 @@ def compile_error(rule_runner: RuleRunner, name: str) -> str:
 
 
 def test_compile_saxpy_for_sm_90(rule_runner: RuleRunner) -> None:
-    compiled = rule_runner.request(
-        CompiledKernel, [CompileKernelRequest(field_set(rule_runner, "saxpy"), "sm_90")]
+    (compiled,) = rule_runner.request(
+        CompiledKernels, [CompileKernelRequest(field_set(rule_runner, "saxpy"))]
     )
     assert compiled.address == Address(KERN, target_name="saxpy")
     assert (compiled.capability, compiled.toolchain) == ("sm_90", "cuda13")
@@ -286,6 +300,56 @@ def test_package_saxpy(rule_runner: RuleRunner) -> None:
         "src.python.kern/saxpy/sm_90/saxpy__0.cubin",
         "src.python.kern/saxpy/sm_90/saxpy__0.ptx",
     ]
+
+
+def digest_files(rule_runner: RuleRunner, digest: Digest) -> dict[str, bytes]:
+    return {fc.path: fc.content for fc in rule_runner.request(DigestContents, [digest])}
+
+
+def test_one_process_for_two_capabilities_and_a_subset_of_it(rule_runner: RuleRunner) -> None:
+    both = rule_runner.request(
+        CompiledKernels, [CompileKernelRequest(field_set(rule_runner, "saxpy_two"))]
+    )
+    assert [k.capability for k in both] == ["sm_87", "sm_90"]
+    files = {k.capability: digest_files(rule_runner, k.digest) for k in both}
+    for capability, contents in files.items():
+        assert sorted(contents) == ["metadata.json", "saxpy__0.cubin", "saxpy__0.ptx"]
+        assert json.loads(contents["metadata.json"])["capability"] == capability
+        assert f"\n.target {capability}\n" in f"\n{contents['saxpy__0.ptx'].decode()}"
+    # A bundle's subset: the same process's outputs, that capability only.
+    (only,) = rule_runner.request(
+        CompiledKernels,
+        [CompileKernelRequest(field_set(rule_runner, "saxpy_two"), capabilities=("sm_90",))],
+    )
+    assert only.capability == "sm_90" and only.digest == both[1].digest
+    # The second capability of the process has the bytes of a process of its own (the target
+    # `saxpy`: the same source, sm_90 only).
+    (alone,) = rule_runner.request(
+        CompiledKernels, [CompileKernelRequest(field_set(rule_runner, "saxpy"))]
+    )
+    assert alone.digest == both[1].digest
+
+
+def test_a_capability_the_target_lacks_is_refused(rule_runner: RuleRunner) -> None:
+    with pytest.raises(ExecutionError) as excinfo:
+        rule_runner.request(
+            CompiledKernels,
+            [CompileKernelRequest(field_set(rule_runner, "saxpy_two"), capabilities=("sm_75",))],
+        )
+    message = str(excinfo.value)
+    assert f"The gpu_kernel {KERN}:saxpy_two is not compiled for sm_75" in message
+    assert "sm_87, sm_90" in message
+
+
+def test_the_failing_capability_is_named(rule_runner: RuleRunner) -> None:
+    message = compile_error(rule_runner, "needs_sm80")
+    assert message.startswith(
+        f"Failed to compile {KERN}/needs_sm80.cu (target {KERN}:needs_sm80) for sm_75 "
+        f"(of sm_75, sm_90) with the GPU toolchain 'cuda13':"
+    ), message
+    assert f"sm_75: {KERN}/needs_sm80.cu" in message
+    assert f"{KERN}/needs_sm80.cu(4): error" in message
+    assert "sm_90:" not in message
 
 
 def test_numba_typing_error_names_target_file_and_line(rule_runner: RuleRunner) -> None:

@@ -18,7 +18,13 @@ from pants.testutil.option_util import create_subsystem
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from gpu_build.compile_kernel import GpuKernelCompileError, check_ptx_version
+from gpu_build.compile_kernel import (
+    GpuKernelCompileError,
+    check_ptx_version,
+    compile_failure,
+    failed_capabilities,
+    process_batches,
+)
 from gpu_build.compile_process import OUT_DIR, compile_argv, compile_process
 from gpu_build.kernel_field_set import GpuKernelFieldSet, KernelCompileOptions, kernel_capabilities
 from gpu_build.subsystem import GpuToolchains
@@ -68,12 +74,12 @@ def test_compile_process() -> None:
     process = compile_process(
         toolchain=ToolchainPex(CUDA12, pex),
         source=f"{KERNELS}/sobel.cu",
-        capability="sm_87",
+        capabilities=("sm_75", "sm_87"),
         sys_path=("src/python",),
         options=KernelCompileOptions(lineinfo=True, include_dirs=(KERNELS,)),
         input_digest=sources,
     )
-    description = f"Compile {KERNELS}/sobel.cu for sm_87 (cuda12)"
+    description = f"Compile {KERNELS}/sobel.cu for sm_75, sm_87 (cuda12)"
     assert process == VenvPexProcess(
         pex,
         description=description,
@@ -81,6 +87,8 @@ def test_compile_process() -> None:
             "compile",
             "--source",
             f"{KERNELS}/sobel.cu",
+            "--capability",
+            "sm_75",
             "--capability",
             "sm_87",
             "--out-dir",
@@ -110,7 +118,7 @@ def test_compile_process() -> None:
 def test_argv_minimal_numba() -> None:
     argv = compile_argv(
         source=f"{KERNELS}/saxpy.py",
-        capability="sm_90",
+        capabilities=("sm_90",),
         out_dir=OUT_DIR,
         sys_path=("src/python",),
         options=KernelCompileOptions(),
@@ -140,7 +148,7 @@ def test_argv_every_option() -> None:
     )
     argv = compile_argv(
         source=f"{KERNELS}/matmul.cu",
-        capability="sm_87",
+        capabilities=("sm_87",),
         out_dir="out",
         sys_path=("src/python", "lib"),
         options=options,
@@ -182,12 +190,52 @@ def test_argv_max_registers_zero_is_not_dropped() -> None:
     # `is not None`, not truthiness: a (rejected elsewhere) 0 must still reach the compiler.
     argv = compile_argv(
         source="k.cu",
-        capability="sm_90",
+        capabilities=("sm_90",),
         out_dir="o",
         sys_path=(),
         options=KernelCompileOptions(max_registers=0),
     )
     assert argv[-2:] == ("--max-registers", "0")
+
+
+# -----------------------------------------------------------------------------------------------
+# process_batches and compile failures
+
+ALL = ("sm_75", "sm_80", "sm_87", "sm_90")
+
+
+def test_batches_cover_the_whole_target_in_one_process() -> None:
+    # A bundle's subset still gets the target's full list: the process `package` runs too.
+    assert process_batches(("sm_87",), ALL, batch=True) == (ALL,)
+    assert process_batches(ALL, ALL, batch=True) == (ALL,)
+    assert process_batches((), ALL, batch=True) == ()
+
+
+def test_unbatched_is_one_process_per_wanted_capability() -> None:
+    assert process_batches(("sm_87",), ALL, batch=False) == (("sm_87",),)
+    assert process_batches(("sm_90", "sm_75"), ALL, batch=False) == (("sm_90",), ("sm_75",))
+
+
+def test_failed_capabilities_from_the_compiler_report() -> None:
+    report = "sm_80, sm_90: src/k.py:10: error: x\nmore\nsm_75: src/k.py: other\n"
+    assert failed_capabilities(ALL, report) == ("sm_75", "sm_80", "sm_90")
+    # A capability the process did not compile is not picked up from the text.
+    assert failed_capabilities(("sm_87",), "sm_90: x") == ("sm_87",)
+    # No capability named (the compiler crashed): all of them.
+    assert failed_capabilities(ALL, "Traceback ...") == ALL
+
+
+def test_compile_failure_names_target_file_and_the_failing_capabilities() -> None:
+    address = Address(KERNELS, target_name="saxpy")
+    source = f"{KERNELS}/saxpy.py"
+    stderr = b"sm_90: src/python/imaging/kernels/saxpy.py: error: too old for sm_90\n"
+    message = str(compile_failure(address, source, ALL, CUDA13, stderr))
+    assert message.startswith(
+        f"Failed to compile {source} (target {KERNELS}:saxpy) for sm_90 (of sm_75, sm_80, "
+        f"sm_87, sm_90) with the GPU toolchain 'cuda13':\n\nsm_90: "
+    ), message
+    every = str(compile_failure(address, source, ("sm_90",), CUDA13, stderr))
+    assert every.startswith(f"Failed to compile {source} (target {KERNELS}:saxpy) for sm_90 with")
 
 
 # -----------------------------------------------------------------------------------------------

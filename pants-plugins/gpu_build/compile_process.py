@@ -1,10 +1,14 @@
-"""The compile process of one (source, capability), built by pure functions from plain inputs.
+"""The compile process of one source for its capabilities, built by pure functions from plain
+inputs.
 
 Like Pants' `DockerBinary.build_image`: the rule gathers the inputs through the engine, and
 `compile_process` turns them into the whole process, which a test asserts without the engine.
+The process writes `OUT_DIR/<capability>/` for each capability it compiles.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.engine.fs import Digest
@@ -20,13 +24,16 @@ OUT_DIR = "__gpu_out"
 def compile_argv(
     *,
     source: str,
-    capability: str,
+    capabilities: Sequence[str],
     out_dir: str,
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
 ) -> tuple[str, ...]:
-    """The `python -m gpu_compiler` arguments for one compile; paths are buildroot-relative."""
-    argv = ["compile", "--source", source, "--capability", capability, "--out-dir", out_dir]
+    """The `python -m gpu_compiler` arguments for one process; paths are buildroot-relative."""
+    argv = ["compile", "--source", source]
+    for capability in capabilities:
+        argv += ["--capability", capability]
+    argv += ["--out-dir", out_dir]
     for path in sys_path:
         argv += ["--sys-path", path]
     if options.ptx_version:
@@ -50,18 +57,18 @@ def compile_process(
     *,
     toolchain: ToolchainPex,
     source: str,
-    capability: str,
+    capabilities: Sequence[str],
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
     input_digest: Digest,
 ) -> VenvPexProcess:
     """Runs the toolchain PEX on `input_digest` (the source and its dependencies), writing the
-    PTX, cubins and metadata.json under OUT_DIR."""
+    PTX, cubins and metadata.json of each capability under `OUT_DIR/<capability>/`."""
     return VenvPexProcess(
         toolchain.pex,
         argv=compile_argv(
             source=source,
-            capability=capability,
+            capabilities=capabilities,
             out_dir=OUT_DIR,
             sys_path=sys_path,
             options=options,
@@ -69,7 +76,7 @@ def compile_process(
         input_digest=input_digest,
         output_directories=(OUT_DIR,),
         description=format_compile_description(
-            source=source, capability=capability, toolchain=toolchain.spec.name
+            source=source, capabilities=capabilities, toolchain=toolchain.spec.name
         ),
         # INFO: each compile that really runs (not a cache hit) shows up in the log.
         level=LogLevel.INFO,

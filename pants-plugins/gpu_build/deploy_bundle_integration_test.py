@@ -7,6 +7,8 @@
 - Two packages from empty local stores give byte-identical bundles (directory and .tar.gz), and
   a second package leaves no stale file behind.
 - A CUDA 13 build for a CUDA 12.6 driver is refused, naming the bundle, the kernel and the fix.
+- Each bundle compiles each kernel source in one process per toolchain, for the kernel target's
+  whole capability list (the processes `pants package` on the kernels runs), though it ships one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import pytest
 from gpu_build.pants_harness import PantsRun, copy_checkout, repo_root, run_pants, tree_digests
 
 APP = "src/python/imaging"
+KERNEL_SOURCES = ("saxpy.py", "blur.py", "histogram.py", "sobel.cu", "matmul.cu")
+KERNEL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")  # src/python/imaging/kernels/BUILD
 
 
 def pex_wheels(pex: Path) -> list[str]:
@@ -78,6 +82,17 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
 def test_bundles_are_reproducible_and_clean(bundles: Bundles) -> None:
     assert bundles.first == bundles.second
     assert "cache/stale.cubin" not in bundles.second["imaging_h200"]
+
+
+def test_one_process_per_source_and_toolchain(bundles: Bundles) -> None:
+    processes = sorted(
+        (c.source, c.capabilities, c.toolchain) for c in bundles.run.logged_compiles()
+    )
+    assert processes == sorted(
+        (f"{APP}/kernels/{source}", KERNEL_CAPABILITIES, toolchain)
+        for source in KERNEL_SOURCES
+        for toolchain in ("cuda12", "cuda13")
+    ), bundles.run.stderr[-4000:]
 
 
 def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:

@@ -1,9 +1,12 @@
 """Whole `./pants package` runs of the example kernels, in a copy of the checkout.
 
-- Cached: with a fresh local store the first run compiles all 20 (kernel, capability) pairs; a
-  second run compiles nothing; appending a comment to sobel.cu re-runs exactly its 4 compiles.
-  A compile process is logged at INFO (`Completed: Compile <source> for <sm_XX> (<toolchain>)`)
-  only when it really runs, never on a cache hit, so the test counts those lines.
+- Cached: with a fresh local store the first run compiles all 20 (kernel, capability) pairs in 5
+  processes, one per source; a second run compiles nothing; appending a comment to sobel.cu
+  re-runs exactly its one process (its 4 pairs). A compile process is logged at INFO
+  (`Completed: Compile <source> for <sm_XX, ...> (<toolchain>)`) only when it really runs, never
+  on a cache hit, so the test counts those lines.
+- Batched like unbatched: `--gpu-toolchains-batch-capabilities=false` runs one process per pair
+  (20) and writes the same bytes.
 - Outputs: every example kernel has PTX and cubin for sm_75/80/87/90 in dist/; each PTX has
   `.version` <= 9.0 (a CUDA 13.0 driver JITs it) and the right `.target`, and each cubin's ELF
   header names its SM.
@@ -54,8 +57,13 @@ def all_compiles() -> set[tuple[str, str]]:
 
 
 def compiles(run: PantsRun) -> list[tuple[str, str]]:
-    """(source, capability) of every compile process that really ran."""
-    return [(c.source, c.capability) for c in run.logged_compiles()]
+    """(source, capability) of every compile done by the processes that really ran."""
+    return run.logged_pairs()
+
+
+def processes(run: PantsRun) -> list[tuple[str, tuple[str, ...]]]:
+    """(source, capabilities) of every compile process that really ran."""
+    return [(c.source, c.capabilities) for c in run.logged_compiles()]
 
 
 def package(repo: Path, store: Path) -> PantsRun:
@@ -109,6 +117,10 @@ def test_first_run_compiles_every_kernel_once(workspace: Workspace) -> None:
     ran = compiles(workspace.first)
     assert sorted(ran) == sorted(all_compiles()), workspace.first.stderr[-4000:]
     assert len(ran) == 20
+    # One process per source, for all 4 capabilities.
+    assert sorted(processes(workspace.first)) == sorted(
+        (f"{KERNELS_DIR}/{src}", CAPABILITIES) for src in KERNELS.values()
+    ), workspace.first.stderr[-4000:]
 
 
 def test_second_run_compiles_nothing(workspace: Workspace) -> None:
@@ -119,10 +131,27 @@ def test_second_run_compiles_nothing(workspace: Workspace) -> None:
 
 
 def test_editing_one_kernel_recompiles_only_it(workspace: Workspace) -> None:
-    ran = compiles(workspace.after_edit)
-    assert sorted(ran) == [
-        (f"{KERNELS_DIR}/sobel.cu", cap) for cap in CAPABILITIES
+    assert processes(workspace.after_edit) == [
+        (f"{KERNELS_DIR}/sobel.cu", CAPABILITIES)
     ], workspace.after_edit.stderr[-4000:]
+
+
+def test_one_process_per_capability_gives_the_same_bytes(workspace: Workspace) -> None:
+    """The other layout (`batch_capabilities = false`): 20 processes, the very same files."""
+    dist = workspace.repo / DIST
+    shutil.rmtree(dist)
+    run = run_pants(
+        workspace.repo,
+        ["--gpu-toolchains-batch-capabilities=false", "package", SPEC],
+        local_store=workspace.store,
+    ).check()
+    assert sorted(processes(run)) == sorted(
+        (source, (cap,)) for source, cap in all_compiles()
+    ), run.stderr[-4000:]
+    unbatched = dist_files(workspace.repo, list(KERNELS))
+    assert sorted(unbatched) == sorted(workspace.dist_after_first)
+    different = [p for p in unbatched if unbatched[p] != workspace.dist_after_first[p]]
+    assert not different, different
 
 
 def ptx_version(ptx: str) -> tuple[int, int]:

@@ -10,9 +10,8 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
 from pants.util.logging import LogLevel
 
-from gpu_build.compile_kernel import CompiledKernel, CompileKernelRequest
-from gpu_build.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
-from gpu_build.subsystem import GpuToolchains
+from gpu_build.compile_kernel import CompiledKernels, CompileKernelRequest
+from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_build.target_types import GpuKernelOutputPathField
 
 
@@ -22,14 +21,9 @@ class GpuKernelPackageFieldSet(GpuKernelFieldSet, PackageFieldSet):
 
 
 @rule(level=LogLevel.DEBUG)
-async def package_gpu_kernel(
-    field_set: GpuKernelPackageFieldSet, subsystem: GpuToolchains
-) -> BuiltPackage:
-    capabilities = kernel_capabilities(field_set, subsystem)
-    compiled = await MultiGet(
-        Get(CompiledKernel, CompileKernelRequest(field_set, capability))
-        for capability in capabilities
-    )
+async def package_gpu_kernel(field_set: GpuKernelPackageFieldSet) -> BuiltPackage:
+    # Every capability of the target (one process for them all, see compile_kernel.py).
+    compiled = await Get(CompiledKernels, CompileKernelRequest(field_set))
     output_dir = field_set.output_path.value_or_default(file_ending=None)
     prefixed = await MultiGet(
         Get(Digest, AddPrefix(kernel.digest, f"{output_dir}/{kernel.capability}"))

@@ -6,8 +6,9 @@ with pants-plugins/ on sys.path). Standard library only, so each of them can imp
 pants-plugins/BUILD gives it one owner per resolve.
 
 What it reads back from a run:
-- the compiles that really ran, from Pants' log: a compile process is logged at INFO
-  (`Completed: <description>`) only when it runs, never on a cache hit;
+- the compile processes that really ran, from Pants' log: a compile process is logged at INFO
+  (`Completed: <description>`) only when it runs, never on a cache hit; one process may compile
+  a source for several capabilities (`logged_pairs` counts those (source, capability) pairs);
 - how long each logged process took, from its `Starting:` and `Completed:` lines;
 - with `record=True`: every process of the run, from the workunit logger backend's JSON (its
   description, its cache scope and where its result came from: `Ran`, `HitLocally`,
@@ -149,6 +150,10 @@ class PantsRun:
         )
         return [c for c in map(parse_compile_description, completed) if c is not None]
 
+    def logged_pairs(self) -> list[tuple[str, str]]:
+        """(source, capability) of every compile done by the processes that really ran."""
+        return [pair for c in self.logged_compiles() for pair in c.pairs()]
+
     def compile_processes(self, source: str | None = None) -> list[ProcessRecord]:
         """The recorded compile processes, or those whose result came from `source`."""
         return [
@@ -162,7 +167,10 @@ class PantsRun:
         return re.findall(r"\[INFO\] Wrote (dist/\S+)", self.stderr)
 
     def summary(self) -> str:
-        text = f"{self.wall_s:.1f} s; {len(self.logged_compiles())} compiles logged"
+        text = (
+            f"{self.wall_s:.1f} s; {len(self.logged_compiles())} compile processes logged "
+            f"({len(self.logged_pairs())} (source, capability) pairs)"
+        )
         if not self.recorded:
             return text
         by_source: dict[str, int] = {}

@@ -22,9 +22,9 @@ SAXPY = "src/python/imaging/kernels/saxpy.py"
 SOBEL = "src/python/imaging/kernels/sobel.cu"
 
 
-def compile_line(time: str, event: str, source: str, capability: str) -> str:
+def compile_line(time: str, event: str, source: str, *capabilities: str) -> str:
     description = format_compile_description(
-        source=source, capability=capability, toolchain="cuda13"
+        source=source, capabilities=capabilities, toolchain="cuda13"
     )
     return f"{time} [INFO] {event}: {description}"
 
@@ -33,9 +33,9 @@ LOG = "\n".join(
     [
         "08:23:10.85 [INFO] Starting: Build the GPU kernel toolchain cuda13 (cuda13)",
         compile_line("08:23:20.00", "Starting", SAXPY, "sm_90"),
-        compile_line("08:23:20.10", "Starting", SOBEL, "sm_87"),
+        compile_line("08:23:20.10", "Starting", SOBEL, "sm_80", "sm_87"),
         "08:23:20.50 [INFO] Completed: Build the GPU kernel toolchain cuda13 (cuda13)",
-        compile_line("08:23:22.60", "Completed", SOBEL, "sm_87"),
+        compile_line("08:23:22.60", "Completed", SOBEL, "sm_80", "sm_87"),
         compile_line("08:23:23.25", "Completed", SAXPY, "sm_90"),
         "08:23:45.60 [INFO] Wrote dist/imaging_h200",
         "  app.pex + 14 kernel files for sm_90 (driver 13.0)",
@@ -53,18 +53,20 @@ def run(stderr: str = LOG, returncode: int = 0) -> PantsRun:
 
 def test_logged_compiles_are_the_completed_ones_in_log_order() -> None:
     assert run().logged_compiles() == [
-        CompileDescription(SOBEL, "sm_87", "cuda13"),
-        CompileDescription(SAXPY, "sm_90", "cuda13"),
+        CompileDescription(SOBEL, ("sm_80", "sm_87"), "cuda13"),
+        CompileDescription(SAXPY, ("sm_90",), "cuda13"),
     ]
+    assert run().logged_pairs() == [(SOBEL, "sm_80"), (SOBEL, "sm_87"), (SAXPY, "sm_90")]
     started_only = "\n".join(line for line in LOG.splitlines() if "Completed" not in line)
     assert run(started_only).logged_compiles() == []
+    assert run(started_only).logged_pairs() == []
 
 
 def test_log_spans() -> None:
     spans = [(what, round(seconds, 2)) for what, seconds in log_spans(LOG)]
     assert spans == [
         ("Build the GPU kernel toolchain cuda13 (cuda13)", 9.65),
-        (f"Compile {SOBEL} for sm_87 (cuda13)", 2.5),
+        (f"Compile {SOBEL} for sm_80, sm_87 (cuda13)", 2.5),
         (f"Compile {SAXPY} for sm_90 (cuda13)", 3.25),
     ]
 
@@ -76,7 +78,8 @@ def test_written_and_counters() -> None:
 
 def test_check() -> None:
     assert run().check().returncode == 0
-    with pytest.raises(AssertionError, match="exited 1 .*2 compiles logged"):
+    logged = r"2 compile processes logged \(3 \(source, capability\) pairs\)"
+    with pytest.raises(AssertionError, match=rf"exited 1 .*{logged}"):
         run(returncode=1).check()
 
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+<<<<<<< HEAD
 from pants.backend.python.dependency_inference.subsystem import UnownedDependencyUsage
 from pants.option.option_types import DictOption, EnumOption, StrListOption, StrOption
+=======
+from pants.option.option_types import BoolOption, DictOption, StrListOption, StrOption
+>>>>>>> i-batch
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -69,6 +73,23 @@ class GpuToolchains(Subsystem):
             reported. Like
             `[python-infer].unowned_dependency_behavior`; a line with `pants: no-infer-dep` in a
             comment is skipped.
+            """
+        ),
+    )
+    batch_capabilities = BoolOption(
+        default=True,
+        help=softwrap(
+            """
+            Compile each `gpu_kernel` source in one process for all of its target's
+            `capabilities` (per toolchain), rather than in one process per capability. numba's
+            start-up (~1 s of import and NVVM set-up) then comes once per source instead of once
+            per capability, at the same bytes (numba's naming counters are reset per compile).
+            Either way a process covers one source, so editing a kernel re-runs only its own
+            compiles; a `deploy_bundle` asks for its kernels' full capability lists (so it
+            reuses the processes of `pants package` on the kernels) and ships its subset. `false`
+            keeps one process (and one cache entry) per (source, capability), and a bundle then
+            compiles only the capabilities it ships; `tests/bench/compile_bench.py` compares
+            the two.
             """
         ),
     )

@@ -3,7 +3,10 @@
 Run through Pants so it uses the pinned cuda13 toolchain (see compile_bench.py):
     ./pants run tests/bench/compile_inprocess.py -- --repo . --json out.json
 For each (kernel, capability) it records the first compile in a fresh process state (imports
-already paid once, up front) and the median of `--repeat` further compiles.
+already paid once, up front) and the median of `--repeat` further compiles. First, before numba
+is imported here, it times `--fresh` fresh processes of this interpreter that each run
+`python -m gpu_compiler compile` on saxpy.py for sm_90 (import numba, compile, link with
+nvJitLink, write): the reference the issue's goal is stated against.
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 from gpu_compiler.compile import CompileOptions, compile_source
@@ -26,13 +33,36 @@ KERNELS = {
 CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")
 
 
+SAXPY = "src/python/imaging/kernels/saxpy.py"
+
+
+def fresh_processes(runs: int) -> list[float]:
+    """Walls of `runs` fresh `python -m gpu_compiler compile` processes: saxpy.py for sm_90."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = tempfile.mkdtemp(prefix="fresh-compile-")
+    walls = []
+    try:
+        for i in range(runs):
+            argv = [sys.executable, "-m", "gpu_compiler", "compile", "--source", SAXPY]
+            argv += ["--capability", "sm_90", "--sys-path", "src/python"]
+            argv += ["--out-dir", os.path.join(out, str(i))]
+            start = time.perf_counter()
+            subprocess.run(argv, env=env, check=True)
+            walls.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return walls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", required=True)
     parser.add_argument("--json", required=True)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fresh", type=int, default=5)
     args = parser.parse_args()
     os.chdir(args.repo)
+    fresh = fresh_processes(args.fresh)
     t0 = time.perf_counter()
     import numba.cuda  # noqa: F401  (the import cost every compile process pays once)
 
@@ -48,7 +78,7 @@ def main() -> None:
                 times.append(time.perf_counter() - start)
             rows[f"{name} {cap}"] = {"first_s": times[0], "median_s": statistics.median(times[1:])}
     with open(args.json, "w") as f:
-        json.dump({"import_s": import_s, "compiles": rows}, f, indent=1)
+        json.dump({"import_s": import_s, "fresh_s": fresh, "compiles": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,22 @@
 ``compile`` is what the Pants rule runs in its sandbox::
 
     python -m gpu_compiler compile --source src/python/imaging/kernels/saxpy.py \\
-        --capability sm_90 --out-dir OUT [--sys-path src/python]... \\
+        --capability sm_87 --capability sm_90 --out-dir OUT [--sys-path src/python]... \\
         [--ptx-version 8.5] [--fast-math] [--lineinfo] [--max-registers N] \\
         [--define NAME[=VALUE]]... [--include-dir DIR]... [--name-expression EXPR]...
 
-On success OUT holds ``<module>.ptx``, ``<module>.cubin`` per module and
-``metadata.json``; exit status 0. On a compile error the message goes to
-stderr, the exit status is 1 and nothing is written. Usage errors exit 2
-(argparse). Toolchain warnings (NVRTC, ptxas) go to stderr.
+``--capability`` is repeatable and takes comma-separated lists (``sm_87,sm_90``):
+one process compiles the source for all of them, so numba's import and NVVM
+set-up are paid once (numba's naming counters are reset for each compile, so
+the bytes are those of one process per capability).
+
+On success OUT holds ``<capability>/<module>.ptx``, ``<capability>/<module>.cubin``
+per module and ``<capability>/metadata.json`` for each capability; exit status 0.
+If any capability fails, each failure goes to stderr prefixed by the
+capabilities it failed for (``sm_75, sm_80: src/k.py:10: error: ...``; the
+same message for several is printed once), the exit status is 1 and nothing
+is written. Usage errors exit 2 (argparse). Toolchain warnings (NVRTC, ptxas)
+go to stderr, prefixed by their capability.
 
 ``versions`` prints the toolchain versions as JSON (the ``toolchain`` object
 of metadata.json); ``--libraries`` adds where each CUDA library was loaded
@@ -21,8 +29,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
 
@@ -44,12 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     sub.required = True
 
-    c = sub.add_parser("compile", help="compile one kernel source for one capability")
+    c = sub.add_parser("compile", help="compile one kernel source for one or more capabilities")
     c.add_argument(
         "--source", required=True, help="kernel source (.py or .cu), relative to the cwd"
     )
-    c.add_argument("--capability", required=True, help="target, e.g. sm_90")
-    c.add_argument("--out-dir", required=True, help="output directory (replaced if it exists)")
+    c.add_argument(
+        "--capability",
+        action="append",
+        required=True,
+        metavar="SM[,SM...]",
+        help="target(s), e.g. sm_90 or sm_87,sm_90 (repeatable); each gets OUT/<capability>/",
+    )
+    c.add_argument(
+        "--out-dir",
+        required=True,
+        help="output directory, one subdirectory per capability (replaced if it exists)",
+    )
     c.add_argument(
         "--sys-path",
         action="append",
@@ -85,9 +104,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_compile(args: argparse.Namespace) -> int:
-    from gpu_compiler.compile import CompileOptions, compile_source, write_outputs
+def capabilities_of(values: Sequence[str]) -> List[str]:
+    """The ``--capability`` values, comma lists split, in the order given; duplicates refused."""
+    capabilities: List[str] = []
+    for value in values:
+        for capability in value.split(","):
+            capability = capability.strip()
+            if not capability:
+                raise argparse.ArgumentTypeError("empty capability in --capability %r" % (value,))
+            if capability in capabilities:
+                raise argparse.ArgumentTypeError("--capability %s given twice" % (capability,))
+            capabilities.append(capability)
+    return capabilities
 
+
+def grouped_failures(failures: Sequence[Tuple[str, str]]) -> List[str]:
+    """``"sm_75, sm_80: <message>"`` per distinct message, in order of first failure.
+
+    Why grouped: a source that does not compile usually fails alike for every capability,
+    and four copies of one error bury it. Messages that differ only in the capability they
+    name, or in whitespace (numba indents a process's later typing errors one space more),
+    are one group, printed once with that name replaced by the group's list.
+    """
+    groups: Dict[str, Tuple[List[str], str]] = {}
+    for capability, message in failures:
+        pattern = re.compile(r"\b%s\b" % re.escape(capability))
+        key = " ".join(pattern.sub("\0", message).split())
+        groups.setdefault(key, ([], message))[0].append(capability)
+    reports = []
+    for capabilities, message in groups.values():
+        named = ", ".join(capabilities)  # sm_NN, ...: no backslash for re.sub to expand
+        first = re.compile(r"\b%s\b" % re.escape(capabilities[0]))
+        reports.append("%s: %s" % (named, first.sub(named, message)))
+    return reports
+
+
+def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gpu_compiler.compile import (
+        CompileOptions,
+        CompileResult,
+        compile_source,
+        write_outputs_by_capability,
+    )
+
+    try:
+        capabilities = capabilities_of(args.capability)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))  # exits 2, like every usage error
     options = CompileOptions(
         fast_math=args.fast_math,
         lineinfo=args.lineinfo,
@@ -98,14 +161,22 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         name_expressions=list(args.name_expression),
         sys_path=list(args.sys_path),
     )
-    try:
-        result = compile_source(args.source, args.capability, options)
-    except CompileError as e:
-        sys.stderr.write("%s\n" % (e,))
+    results: Dict[str, CompileResult] = {}
+    failures: List[Tuple[str, str]] = []
+    # Every capability is tried, so the report names all that fail, not only the first.
+    for capability in capabilities:
+        try:
+            results[capability] = compile_source(args.source, capability, options)
+        except CompileError as e:
+            failures.append((capability, str(e)))
+    if failures:
+        for report in grouped_failures(failures):
+            sys.stderr.write("%s\n" % (report,))
         return 1
-    for w in result.warnings:
-        sys.stderr.write("%s\n" % (w,))
-    write_outputs(result, args.out_dir)
+    for capability, result in results.items():
+        for w in result.warnings:
+            sys.stderr.write("%s: %s\n" % (capability, w))
+    write_outputs_by_capability(results, args.out_dir)
     return 0
 
 
@@ -121,9 +192,10 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
     if args.command == "compile":
-        return _cmd_compile(args)
+        return _cmd_compile(args, parser)
     return _cmd_versions(args)
 
 

@@ -103,14 +103,17 @@ def test_cli_outputs_are_byte_identical_across_sandboxes(tmp_path):
     a = _make_sandbox(str(tmp_path / "a"))
     b = _make_sandbox(str(tmp_path / "sandbox-with-a-longer-name" / "b"))
     for args in COMPILES:
+        capability = args[args.index("--capability") + 1]
         trees = []
         for sandbox in (a, b):
             p = _run(sandbox, "compile", "--out-dir", "out", *args)
             assert p.returncode == 0, p.stderr
-            trees.append(_read_tree(os.path.join(sandbox, "out")))
+            assert os.listdir(os.path.join(sandbox, "out")) == [capability]
+            trees.append(_read_tree(os.path.join(sandbox, "out", capability)))
             shutil.rmtree(os.path.join(sandbox, "out"))
         assert trees[0] == trees[1]
         meta = json.loads(trees[0]["metadata.json"])
+        assert meta["capability"] == capability
         assert set(trees[0]) == {"metadata.json"} | {m["ptx"] for m in meta["modules"]} | {
             m["cubin"] for m in meta["modules"]
         }
@@ -119,16 +122,51 @@ def test_cli_outputs_are_byte_identical_across_sandboxes(tmp_path):
             assert b"/tmp/" not in blob
 
 
+ALL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")
+# fmt: off
+BATCHED = [
+    ["--source", "src/python/imaging/kernels/blur.py", "--sys-path", "src/python"],
+    ["--source", "src/python/imaging/kernels/histogram.py", "--sys-path", "src/python"],
+    [
+        "--source", "src/python/imaging/kernels/matmul.cu",
+        "--name-expression", "matmul<float, 16>", "--name-expression", "matmul<double, 16>",
+    ],
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("args", BATCHED, ids=lambda a: os.path.basename(a[1]))
+def test_one_process_for_all_capabilities_gives_the_bytes_of_one_process_each(tmp_path, args):
+    """numba's per-process naming counters are reset per compile: the 2nd..4th capability of a
+    process come out as they would from a fresh process."""
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    p = _run(
+        sandbox, "compile", "--out-dir", "all", *args,
+        "--capability", "sm_75,sm_80", "--capability", "sm_87", "--capability", "sm_90",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(os.path.join(sandbox, "all"))) == list(ALL_CAPABILITIES)
+    for capability in ALL_CAPABILITIES:
+        alone = os.path.join("one", capability)
+        q = _run(sandbox, "compile", "--out-dir", alone, *args, "--capability", capability)
+        assert q.returncode == 0, q.stderr
+        batched = _read_tree(os.path.join(sandbox, "all", capability))
+        assert batched == _read_tree(os.path.join(sandbox, alone, capability)), capability
+        assert json.loads(batched["metadata.json"])["capability"] == capability
+
+
 # fmt: off
 def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(
         sandbox, "compile", "--source", "src/python/gpu_compiler/testdata/typing_error.py",
-        "--capability", "sm_90", "--sys-path", "src/python", "--out-dir", "out/kernel",
+        "--capability", "sm_80,sm_90", "--sys-path", "src/python", "--out-dir", "out/kernel",
     )
     assert p.returncode == 1
-    expected = "src/python/gpu_compiler/testdata/typing_error.py:10: error:"
+    # The same error for both capabilities: reported once, naming both.
+    expected = "sm_80, sm_90: src/python/gpu_compiler/testdata/typing_error.py:10: error:"
     assert p.stderr.startswith(expected), p.stderr
+    assert p.stderr.count("typing_error.py:10: error:") == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert str(tmp_path) not in p.stderr
     assert not os.path.exists(os.path.join(sandbox, "out", "kernel"))
@@ -141,6 +179,7 @@ def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
         "--capability", "sm_80", "--out-dir", "out2",
     )
     assert p.returncode == 1
+    assert p.stderr.startswith("sm_80: src/python/gpu_compiler/testdata/syntax_error.cu"), p.stderr
     assert "src/python/gpu_compiler/testdata/syntax_error.cu(5): error" in p.stderr
     assert not os.path.exists(os.path.join(sandbox, "out2"))
 
@@ -153,10 +192,32 @@ def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
 # fmt: on
 
 
+def test_one_failing_capability_is_named_and_nothing_is_written(tmp_path):
+    # PTX ISA 7.4 is enough for sm_87, too old for sm_90 (7.8): sm_87 compiles, sm_90 does not.
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    p = _run(
+        sandbox, "compile", "--source", "src/python/imaging/kernels/saxpy.py",
+        "--sys-path", "src/python", "--capability", "sm_87,sm_90", "--ptx-version", "7.4",
+        "--out-dir", "out",
+    )  # fmt: skip
+    assert p.returncode == 1
+    assert p.stderr.startswith("sm_90: "), p.stderr
+    assert "sm_87" not in p.stderr.split(":", 1)[0]
+    assert "too old for sm_90" in p.stderr
+    assert not os.path.exists(os.path.join(sandbox, "out"))
+
+
 def test_cli_usage_error_exits_2(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o")
     assert p.returncode == 2 and "--capability" in p.stderr
+    p = _run(
+        sandbox, "compile", "--source", "x.py", "--out-dir", "o",
+        "--capability", "sm_90", "--capability", "sm_87,sm_90",
+    )  # fmt: skip
+    assert p.returncode == 2 and "--capability sm_90 given twice" in p.stderr
+    p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o", "--capability", "sm_90,")
+    assert p.returncode == 2 and "empty capability" in p.stderr
 
 
 def test_versions_and_wheel_libraries_only(tmp_path):

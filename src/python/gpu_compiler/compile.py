@@ -4,7 +4,8 @@
 suffix (``.py`` -> numba-cuda, ``.cu`` -> NVRTC), assembles every module's PTX
 to a cubin with nvJitLink, and returns a ``CompileResult`` holding the bytes and
 the ``metadata.json`` content (``gpu_compiler.compile_result``).
-``write_outputs(result, out_dir)`` (``gpu_compiler.outputs``) writes them.
+``write_outputs(result, out_dir)`` (``gpu_compiler.outputs``) writes them;
+``write_outputs_by_capability`` writes several capabilities' results at once.
 
 Keeping compile and write separate is what makes "a failed compile writes
 nothing" easy: nothing touches the output directory until every module has
@@ -24,7 +25,7 @@ from gpu_compiler import ptx as ptxmod
 from gpu_compiler.backends import StagedModule, stage_modules
 from gpu_compiler.compile_result import CompileOptions, CompileResult, KernelInfo, ModuleOutput
 from gpu_compiler.errors import CompileError
-from gpu_compiler.outputs import write_outputs
+from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import parse_capability
 from gpu_spec.errors import SpecError
@@ -38,6 +39,7 @@ __all__ = [
     "ModuleOutput",
     "compile_source",
     "write_outputs",
+    "write_outputs_by_capability",
 ]
 
 

@@ -2,7 +2,9 @@
 
 Why atomically: a failed or interrupted build must never leave a partial set
 of PTX, cubin and metadata.json for the Pants rule (or a dev-mode cache
-reader) to pick up, and an existing directory is replaced as a whole.
+reader) to pick up, and an existing directory is replaced as a whole. A
+compile of several capabilities in one process publishes all of them with
+one rename too: the Pants rule either gets every capability or none.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import List
+from typing import List, Mapping
 
 from gpu_compiler.compile_result import CompileResult
 
@@ -22,7 +24,22 @@ def write_outputs(result: CompileResult, out_dir: str) -> List[str]:
     into place, so a reader (or a crash) never sees a partial set. An existing
     ``out_dir`` is replaced.
     """
-    files = result.files()
+    return _publish(result.files(), out_dir)
+
+
+def write_outputs_by_capability(results: Mapping[str, CompileResult], out_dir: str) -> List[str]:
+    """Publish each capability's files into ``out_dir/<capability>/``, all in one rename;
+    return the paths relative to ``out_dir``."""
+    files = {
+        "%s/%s" % (capability, name): content
+        for capability, result in results.items()
+        for name, content in result.files().items()
+    }
+    return _publish(files, out_dir)
+
+
+def _publish(files: Mapping[str, bytes], out_dir: str) -> List[str]:
+    """Stage ``files`` (relative paths, "/"-separated) beside ``out_dir``, then rename."""
     out_dir = os.path.normpath(out_dir)
     if os.path.basename(out_dir) in ("", ".", ".."):
         raise ValueError("out_dir must name a directory to create, got %r" % (out_dir,))
@@ -32,7 +49,10 @@ def write_outputs(result: CompileResult, out_dir: str) -> List[str]:
     published = False
     try:
         for name in sorted(files):
-            with open(os.path.join(staging, name), "wb") as f:
+            path = os.path.join(staging, *name.split("/"))
+            if os.path.dirname(path) != staging:
+                os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+            with open(path, "wb") as f:
                 f.write(files[name])
         os.chmod(staging, 0o755)
         old = None
