@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-<<<<<<< HEAD
 from pants.backend.python.dependency_inference.subsystem import UnownedDependencyUsage
-from pants.option.option_types import DictOption, EnumOption, StrListOption, StrOption
-=======
-from pants.option.option_types import BoolOption, DictOption, StrListOption, StrOption
->>>>>>> i-batch
+from pants.option.option_types import BoolOption, DictOption, EnumOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
