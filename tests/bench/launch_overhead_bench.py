@@ -67,7 +67,7 @@ def device_array(shape: Any, ptr: int) -> DeviceArray:
     """A real `DeviceArray` on no memory (no cuMemAlloc): only its interface is read."""
     a = DeviceArray.__new__(DeviceArray)
     a.shape, a.dtype, a._ptr, a._device = tuple(shape), np.dtype(np.float32), ptr, 0
-    a._cai, a._finalizer = None, None
+    a._cai, a._finalizer, a._launch = None, None, None
     return a
 
 
