@@ -28,6 +28,7 @@ import numpy as np
 
 from gpu_runtime.arrays import array_view, c_strides, contiguity
 from gpu_runtime.devarray import DeviceArray
+from gpu_runtime.launch_repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.numba_abi import numba_array_values, numba_scalar_values
 from gpu_runtime.param_buffer import ParamBuffer
 from gpu_runtime.params import PackedArgs, PackedValue, parse_param_type
@@ -259,20 +260,32 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors)
     key = pattern_key(args)[0]
     if key is not None:
-        plan.steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
+        plan.set_steps(tuple(_step(part, ex) for part, ex in zip(key, extractors)))
     return plan
 
 
-_SCALAR, _DEVARRAY, _OTHER = 0, 1, 2  # how `LaunchPlan.repack` checks and reads one argument
-
-
-def _step(part: Any, extractor: Extractor) -> Tuple[int, Any, Any]:
+def _step(part: Any, extractor: Extractor) -> Step:
     """(kind, pattern part the argument must have, how to read its values) of one position."""
     if extractor is _scalar and part in _SCALAR_TYPES:
-        return (_SCALAR, part, None)
+        return (SCALAR, part, None)
     if isinstance(part, tuple) and part[0] is DeviceArray:
-        return (_DEVARRAY, part, 3 if extractor is _cai_pointer else 2)  # device_array_entry
-    return (_OTHER, part, extractor)
+        return (DEVARRAY, part, 3 if extractor is _cai_pointer else 2)  # device_array_entry
+    return (OTHER, part, extractor)
+
+
+def _other_values(want: Any, how: Extractor, a: Any) -> Optional[Tuple[Any, ...]]:
+    """The values of an argument of neither a scalar type nor DeviceArray, None if its pattern
+    part is not `want`; raises _Uncached."""
+    t = type(a)
+    if t is int:
+        part, cai = (int, a < 0, (~a if a < 0 else a).bit_length()), None
+    else:
+        part, cai = _other_part(t, a)
+    return how(a, cai) if part == want else None
+
+
+def _no_repack(args: Sequence[Any]) -> None:
+    return None
 
 
 def _struct_format(codes: Sequence[str], packed: PackedArgs) -> str:
@@ -303,16 +316,17 @@ class LaunchPlan:
     threads launching the same kernel never write into each other's parameters.
     """
 
-    __slots__ = ("func", "fast", "steps", "_struct", "_extractors", "_layout", "_local")
+    __slots__ = ("func", "fast", "steps", "repack", "_struct", "_extractors", "_layout", "_local")
 
     def __init__(
         self, func: Any, packed: PackedArgs, fmt: Optional[str], extractors: Tuple[Any, ...]
     ) -> None:
         self.func = func
         self.fast = fmt is not None
-        # per argument (kind, pattern part, reader), set by build_plan for `repack`; None: the
-        # plan is only found through its pattern key
-        self.steps: Optional[Tuple[Tuple[int, Any, Any], ...]] = None
+        # per argument (kind, pattern part, reader), set by build_plan; None: the plan is
+        # only found through its pattern key, and `repack` fits nothing
+        self.steps: Optional[Tuple[Step, ...]] = None
+        self.repack: Callable[[Sequence[Any]], Optional[ParamBuffer]] = _no_repack
         self._struct = struct.Struct(fmt) if fmt is not None else None
         self._extractors = extractors
         self._layout = (packed.offsets, packed.sizes, len(packed.image))
@@ -339,39 +353,19 @@ class LaunchPlan:
         self._struct.pack_into(buf.data, 0, *vals)  # type: ignore[union-attr]
         return buf
 
-    def repack(self, args: Sequence[Any]) -> Optional[ParamBuffer]:
-        """`pack` for arguments of this plan's pattern, checked as they are read: None (nothing
-        written) if `args` have another pattern; raises like `pack` on a value only the checked
-        path can take. One pass, no key built: what `Kernel.launch` tries first with the plan
-        of its previous launch. A `DeviceArray`'s values come from `device_array_entry`."""
-        steps = self.steps
-        if steps is None or len(args) != len(steps):
-            return None
-        vals: List[Any] = []
-        for (kind, want, how), a in zip(steps, args):
-            t = type(a)
-            if kind is _SCALAR:
-                if t is not want:
-                    return None
-                vals.append(a)
-            elif kind is _DEVARRAY:
-                if t is not DeviceArray:
-                    return None
-                entry = a._launch or device_array_entry(a)
-                if entry[1] is not want:
-                    return None
-                vals += entry[how]
-            else:
-                if t is int:
-                    part, cai = (int, a < 0, (~a if a < 0 else a).bit_length()), None
-                else:
-                    part, cai = _other_part(t, a)
-                if part != want:
-                    return None
-                vals += how(a, cai)
-        try:
-            buf = self._local.buf
-        except AttributeError:
-            buf = self.buffer()
-        self._struct.pack_into(buf.data, 0, *vals)  # type: ignore[union-attr]
-        return buf
+    def set_steps(self, steps: Tuple[Step, ...]) -> None:
+        """Make `repack(args)`: `pack` for arguments of this plan's pattern, checked as they are
+        read, in one generated function (`gpu_runtime.launch_repack`): None, with nothing
+        written, if `args` have another pattern; raises like `pack` on a value only the checked
+        path can take. What `Kernel.launch` tries first, with the plan of its previous launch."""
+        self.steps = steps
+        self.repack = compile_repack(
+            steps, self._struct.pack_into, self._local, self.buffer, _REPACK_NAMES  # type: ignore
+        )
+
+
+_REPACK_NAMES = {
+    "DeviceArray": DeviceArray,
+    "device_array_entry": device_array_entry,
+    "other_values": _other_values,
+}
