@@ -25,8 +25,8 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-from gpu_runtime.device import CudaBackend, DeviceInfo
 from gpu_runtime.devarray import DeviceArray
+from gpu_runtime.device import CudaBackend, DeviceInfo
 from gpu_runtime.launch_plan import pattern_key
 from gpu_spec.conftest import library_specs, write_bundle
 
@@ -92,15 +92,17 @@ def cases(root: str) -> Dict[str, Callable[[], Any]]:
     out, x = device_array((1024,), 0x7F0000000000), device_array((1024,), 0x7F0000100000)
     a = np.float32(2.0)
     args = (out, a, x, x)
-    plan = k._plans[pattern_key(args)[0]] if k.launch(4, 256, *args) is None else None
+    k.launch(4, 256, *args)  # the first launch makes the plan
+    plan = k._plans[pattern_key(args)[0]]
     cais = pattern_key(args)[1]
-    f, addr = ("function", "saxpy"), plan.buffer().address  # type: ignore[union-attr]
+    f, addr = ("function", "saxpy"), plan.buffer().address
     drv = SimpleNamespace(cuLaunchKernel=null_launch)
     return {
         "gpu_runtime k.launch(4, 256, out, f32, x, x)": lambda: k.launch(4, 256, out, a, x, x),
         "gpu_runtime k[4, 256](out, f32, x, x)": lambda: k[4, 256](out, a, x, x),
         "  pattern_key(args) alone": lambda: pattern_key(args),
-        "  plan.pack(args, cais) alone": lambda: plan.pack(args, cais),  # type: ignore
+        "  plan.repack(args) alone (what a repeat launch packs with)": lambda: plan.repack(args),
+        "  plan.pack(args, cais) alone (after a pattern key)": lambda: plan.pack(args, cais),
         "floor: drv.cuLaunchKernel(f, 6 dims, 0, 0, void**, 0)": lambda: drv.cuLaunchKernel(
             f, 4, 1, 1, 256, 1, 1, 0, 0, addr, 0
         ),

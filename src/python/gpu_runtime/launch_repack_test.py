@@ -171,8 +171,9 @@ class RecordingDriver:
         def __init__(self, h):
             self.h = h
 
-    def __init__(self):
+    def __init__(self, ok):
         self.calls = []
+        self.ok = ok
 
     def cuLaunchKernel(self, *a):
         self.calls.append(a)
@@ -180,8 +181,8 @@ class RecordingDriver:
 
 
 def test_launch_raw_passes_streams_as_cuda_bindings_takes_them_fastest():
-    drv = RecordingDriver()
-    drv.ok = ok = object()
+    ok = object()
+    drv = RecordingDriver(ok)
     be = CudaBackend(0)
     be._drv, be._ok = drv, ok
     be.device = lambda: 0  # type: ignore[method-assign]
