@@ -260,8 +260,21 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors)
     key = pattern_key(args)[0]
     if key is not None:
-        plan.set_steps(tuple(_step(part, ex) for part, ex in zip(key, extractors)))
+        steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
+        plan.set_steps(steps, _single_writes(parts, packed))
     return plan
+
+
+def _single_writes(parts: Sequence[Any], packed: PackedArgs) -> Tuple[Any, ...]:
+    """Per argument, (struct format, offset) when it is one parameter, else None: how a repack
+    that leaves the arrays' bytes as they are rewrites a scalar alone."""
+    out = []
+    index = 0  # the argument's first parameter
+    for codes, _ in parts:
+        one = len(codes) == 1 and codes[0] != _ZEROS
+        out.append(("<" + codes[0], packed.offsets[index]) if one else None)
+        index += sum(2 if c == _ZEROS else 1 for c in codes)
+    return tuple(out)
 
 
 def _step(part: Any, extractor: Extractor) -> Step:
@@ -350,17 +363,25 @@ class LaunchPlan:
         vals: List[Any] = []
         for extract, a, cai in zip(self._extractors, args, cais):
             vals += extract(a, cai)
+        buf.arrays = None  # the image is rewritten whole: no repack may keep its array bytes
         self._struct.pack_into(buf.data, 0, *vals)  # type: ignore[union-attr]
         return buf
 
-    def set_steps(self, steps: Tuple[Step, ...]) -> None:
+    def set_steps(self, steps: Tuple[Step, ...], singles: Sequence[Any]) -> None:
         """Make `repack(args)`: `pack` for arguments of this plan's pattern, checked as they are
         read, in one generated function (`gpu_runtime.launch_repack`): None, with nothing
         written, if `args` have another pattern; raises like `pack` on a value only the checked
-        path can take. What `Kernel.launch` tries first, with the plan of its previous launch."""
+        path can take. What `Kernel.launch` tries first, with the plan of its previous launch.
+        `singles`: per argument, (struct format, offset) if it is one parameter, else None."""
         self.steps = steps
+        writes = [None if w is None else (struct.Struct(w[0]).pack_into, w[1]) for w in singles]
         self.repack = compile_repack(
-            steps, self._struct.pack_into, self._local, self.buffer, _REPACK_NAMES  # type: ignore
+            steps,
+            self._struct.pack_into,  # type: ignore[union-attr]
+            writes,
+            self._local,
+            self.buffer,
+            _REPACK_NAMES,
         )
 
 

@@ -37,13 +37,41 @@ def _lines(i: int, step: Step) -> Tuple[List[str], str]:
     return [f"v{i} = other_values(w{i}, h{i}, {a})", f"if v{i} is None: return None"], f"*v{i}"
 
 
+def _tail(steps: Sequence[Step], writes: Sequence[Any], values: List[str]) -> List[str]:
+    """The lines that write the values. With arrays (`DeviceArray`s) and single scalars only,
+    when this thread's buffer already holds exactly these arrays' entries (`buf.arrays`, same
+    objects, so the same values) only the scalars are written, each at its offset; otherwise
+    the whole image, and then the entries it now holds."""
+    full = f"pack_into(buf.data, 0{''.join(', ' + v for v in values)})"
+    arrays = [i for i, (kind, _, _) in enumerate(steps) if kind == DEVARRAY]
+    scalars = [i for i, (kind, _, _) in enumerate(steps) if kind != DEVARRAY]
+    if not arrays or any(steps[i][0] != SCALAR or writes[i] is None for i in scalars):
+        return [full, "return buf"]
+    held = " and ".join(f"held[{j}] is e{i}" for j, i in enumerate(arrays))
+    return [
+        "held = buf.arrays",
+        f"if held is not None and {held}:",
+        *[f"    s{i}(buf.data, o{i}, a{i})" for i in scalars],
+        "    return buf",
+        "buf.arrays = None",  # until the whole image is written (pack_into may fail midway)
+        full,
+        f"buf.arrays = ({''.join(f'e{i}, ' for i in arrays)})",
+        "return buf",
+    ]
+
+
 def compile_repack(
-    steps: Sequence[Step], pack_into: Any, local: Any, buffer: Any, names: Dict[str, Any]
+    steps: Sequence[Step],
+    pack_into: Any,
+    writes: Sequence[Any],
+    local: Any,
+    buffer: Any,
+    names: Dict[str, Any],
 ) -> Callable[[Sequence[Any]], Any]:
-    """The repack function of a plan: `steps` per argument, `pack_into` its struct's, `local` its
-    thread-local (`.buf`), `buffer` what makes a thread's first buffer; `names` gives
-    DeviceArray, device_array_entry and other_values(pattern part, reader, argument) -> values
-    or None."""
+    """The repack function of a plan: `steps` per argument, `pack_into` its struct's, `writes`
+    per argument (pack_into, offset) of it alone or None, `local` its thread-local (`.buf`),
+    `buffer` what makes a thread's first buffer; `names` gives DeviceArray, device_array_entry
+    and other_values(pattern part, reader, argument) -> values or None."""
     n = len(steps)
     body = [f"if len(args) != {n}: return None"]
     if n:
@@ -53,17 +81,13 @@ def compile_repack(
         checks, expr = _lines(i, step)
         body += checks
         values.append(expr)
-    body += [
-        "try:",
-        "    buf = local.buf",
-        "except AttributeError:",
-        "    buf = buffer()",
-        f"pack_into(buf.data, 0{''.join(', ' + v for v in values)})",
-        "return buf",
-    ]
+    body += ["try:", "    buf = local.buf", "except AttributeError:", "    buf = buffer()"]
+    body += _tail(steps, writes, values)
     src = "def repack(args):\n" + "".join(f"    {line}\n" for line in body)
     namespace = dict(names, pack_into=pack_into, local=local, buffer=buffer)
     for i, (_, want, how) in enumerate(steps):
         namespace[f"w{i}"], namespace[f"h{i}"] = want, how
+        if writes[i] is not None:
+            namespace[f"s{i}"], namespace[f"o{i}"] = writes[i]
     exec(compile(src, "<gpu_runtime launch plan repack>", "exec"), namespace)
     return namespace["repack"]

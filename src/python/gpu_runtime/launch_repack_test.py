@@ -79,6 +79,34 @@ def test_two_arrays_are_never_confused(driver):
         plan.repack([first])
 
 
+def test_arrays_kept_in_the_buffer_only_while_they_are_the_same(driver):
+    """A repack with the arrays the buffer already holds rewrites the scalars alone."""
+    k = numba_kernel([A("float32", 1), S("float32"), A("float32", 2)])
+    a, b, m, n = dev((4,)), dev((6,)), dev((2, 3)), dev((5, 3))
+    plan = plan_of(k, [a, np.float32(0), m])
+    sequence = [(a, m), (a, m), (b, m), (b, m), (a, n), (a, m), (a, m)]
+    for i, (x, y) in enumerate(sequence):
+        args = [x, np.float32(i), y]
+        assert plan.repack(args).image() == pack_args(k, args).image, i
+    buf = plan.buffer()
+    assert buf.arrays is not None and buf.arrays[0] is a._launch and buf.arrays[1] is m._launch
+    other = [b, np.float32(9), n]
+    plan.pack(other, pattern_key(other)[1])  # the key path writes the whole image
+    assert buf.arrays is None
+    args = [a, np.float32(10), m]
+    assert plan.repack(args).image() == pack_args(k, args).image
+
+
+def test_a_scalar_that_fails_alone_leaves_a_correct_buffer(driver):
+    k = numba_kernel([A("float32", 1), S("float32")])
+    a = dev((4,))
+    plan = plan_of(k, [a, np.float64(1)])
+    plan.repack([a, np.float64(1)])
+    with pytest.raises(OverflowError):
+        plan.repack([a, np.float64(1e300)])  # float32 overflow: the checked path's to refuse
+    assert plan.repack([a, np.float64(2)]).image() == pack_args(k, [a, np.float64(2)]).image
+
+
 def test_repack_refuses_every_other_pattern(driver):
     k = numba_kernel([A("float32", 1), S("float32"), S("int64")])
     plan = plan_of(k, [dev((4,)), np.float32(1), 5])
