@@ -38,6 +38,7 @@ class Kernel:
         self._dims: Dict[Any, Tuple[int, ...]] = {}
         self._last: Any = _NO_PLAN
         self._last_dims: Tuple[Any, Any, Tuple[int, ...]] = (None, None, ())
+        self._last_config: Tuple[Any, Any] = (None, None)
         backend = cache.backend
         self._launch_raw = backend.launch_raw
         self._stream_handle = backend.stream_handle
@@ -175,6 +176,9 @@ class Kernel:
         return dims
 
     def __getitem__(self, config: Any) -> "_Configured":
+        last = self._last_config  # kernel[grid, block] in a loop: one constant tuple each time
+        if last[0] is config:
+            return last[1]
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise DispatchError(
                 "use kernel[grid, block], kernel[grid, block, stream] or "
@@ -183,7 +187,10 @@ class Kernel:
         grid, block = config[0], config[1]
         stream = config[2] if len(config) > 2 else None
         shared = config[3] if len(config) > 3 else 0
-        return _Configured(self, grid, block, stream, shared)
+        configured = _Configured(self, grid, block, stream, shared)
+        if len(config) == 2:  # not with a stream: that would keep the stream object alive
+            self._last_config = (config, configured)
+        return configured
 
 
 _MAX_PLANS = 64  # patterns (and grid/block pairs) remembered per kernel; more take the checked path

@@ -221,3 +221,21 @@ def test_launch_raw_passes_streams_as_cuda_bindings_takes_them_fastest():
     assert streams[0] is None
     assert [s.h for s in streams[1:]] == [7, 7, 9] and streams[1] is streams[2]
     assert all(c[9] == 1234 and c[10] == 0 for c in drv.calls)
+
+
+def test_configured_kernels_are_reused_only_for_the_same_config(cache, fake_backend, driver):
+    k = cache.kernel("saxpy")
+    out = dev((8,))
+    config = (2, 32)
+    assert k[config] is k[config]
+    equal = tuple([2, 32])
+    assert k[equal] is not k[config]  # an equal tuple, another object: configured anew
+    s = object()
+    with_stream = (2, 32, s)
+    assert k[with_stream] is not k[with_stream]  # never kept: it would hold on to the stream
+    k[with_stream](out, np.float32(1), out, out)
+    k[config](out, np.float32(1), out, out)
+    assert [launch[1:4] for launch in fake_backend.launches] == [
+        ((2, 1, 1), (32, 1, 1), s),
+        ((2, 1, 1), (32, 1, 1), 0),
+    ]
