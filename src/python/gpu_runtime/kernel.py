@@ -1,7 +1,9 @@
 """`Kernel`: one kernel name of one library, dispatching over its signatures and launching.
 
-A launch costs, after the first with a given argument pattern, the pattern's key, one
-`struct.pack_into` into a reused buffer and one `cuLaunchKernel` (`gpu_runtime.launch_plan`);
+A launch first tries the plan of the kernel's previous launch: its `repack`, generated for
+that pattern (`gpu_runtime.launch_repack`), checks each argument's pattern as it reads it and
+writes the values into a reused per-thread buffer with one `struct.pack_into`; then one
+`cuLaunchKernel`. Another pattern goes through its key to its plan (`gpu_runtime.launch_plan`);
 the first launch of a pattern runs every check and builds that plan.
 """
 
