@@ -41,7 +41,18 @@ def _free(ptr: int, device: int) -> None:
 class DeviceArray:
     """A C-contiguous array in device memory. See the module docstring."""
 
-    __slots__ = ("shape", "dtype", "_ptr", "_device", "_finalizer", "_cai", "__weakref__")
+    # _launch: what the launch fast path reads of this array, derived from the interface dict
+    # (`gpu_runtime.launch_plan.device_array_entry`); dropped with it by `free()`.
+    __slots__ = (
+        "shape",
+        "dtype",
+        "_ptr",
+        "_device",
+        "_finalizer",
+        "_cai",
+        "_launch",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -60,6 +71,7 @@ class DeviceArray:
             raise TypeError("object arrays cannot live on the device")
         self._device = _ensure_context(device)
         self._cai: Optional[dict] = None
+        self._launch: Optional[tuple] = None
         self._ptr = 0
         nbytes = self.nbytes
         if nbytes:
@@ -140,6 +152,7 @@ class DeviceArray:
             self._finalizer = None
         self._ptr = 0
         self._cai = None
+        self._launch = None
 
     # -- properties -------------------------------------------------------------------------
     @property

@@ -82,6 +82,7 @@ def driver_version() -> Tuple[int, int]:
 
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+_MAX_STREAMS = 64  # CUstream objects launch_raw keeps; more: it starts over
 _ctx_lock = threading.Lock()
 _primary: Dict[int, Any] = {}  # ordinal -> retained primary context (kept for the process)
 _current = threading.local()
@@ -142,6 +143,8 @@ class CudaBackend:
         self._lock = threading.Lock()
         self._drv: Any = None
         self._ok: Any = None
+        self._cu_launch: Any = None  # drv.cuLaunchKernel, bound on the first launch
+        self._streams: Dict[int, Any] = {}  # raw handle -> CUstream (see launch_raw)
 
     def _driver(self) -> Any:
         if self._drv is None:
@@ -244,23 +247,34 @@ class CudaBackend:
         params: Any,
     ) -> None:
         """One cuLaunchKernel with the prepacked `void**` at `params.address` (the driver copies
-        the parameters before it returns, so the buffer may be reused right after)."""
-        drv = self._drv
-        if drv is None:
-            drv = self._driver()
+        the parameters before it returns, so the buffer may be reused right after).
+
+        The legacy default stream goes to cuda.bindings as None and other handles as a cached
+        `CUstream`: given a plain int it would build a `CUstream` on every call."""
+        launch = self._cu_launch
+        if launch is None:
+            self._driver()
             self.device()
-        (err,) = drv.cuLaunchKernel(
-            func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
-        )
+            launch = self._cu_launch = self._drv.cuLaunchKernel
+        hstream = self._streams.get(stream) if stream else None
+        if hstream is None and stream:
+            hstream = self._stream_object(stream)
+        (err,) = launch(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, params.address, 0)
         if err is not self._ok and int(err) == _INVALID_CONTEXT:
             # A thread's first launch: no context current on it yet (loading happened on
             # another thread). Make it current and launch again, rather than asking every time.
             self.device()
-            (err,) = drv.cuLaunchKernel(
-                func, gx, gy, gz, bx, by, bz, shared_mem, stream, params.address, 0
-            )
+            (err,) = launch(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, params.address, 0)
         if err is not self._ok:
             check((err,), "cuLaunchKernel")
+
+    def _stream_object(self, handle: int) -> Any:
+        """cuda.bindings' `CUstream` of a raw handle, remembered (a few streams per process)."""
+        obj = self._drv.CUstream(handle)
+        if len(self._streams) >= _MAX_STREAMS:
+            self._streams.clear()
+        self._streams[handle] = obj
+        return obj
 
     def synchronize(self) -> None:
         self.device()

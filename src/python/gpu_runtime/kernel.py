@@ -1,7 +1,9 @@
 """`Kernel`: one kernel name of one library, dispatching over its signatures and launching.
 
-A launch costs, after the first with a given argument pattern, the pattern's key, one
-`struct.pack_into` into a reused buffer and one `cuLaunchKernel` (`gpu_runtime.launch_plan`);
+A launch first tries the plan of the kernel's previous launch: its `repack`, generated for
+that pattern (`gpu_runtime.launch_repack`), checks each argument's pattern as it reads it and
+writes the values into a reused per-thread buffer with one `struct.pack_into`; then one
+`cuLaunchKernel`. Another pattern goes through its key to its plan (`gpu_runtime.launch_plan`);
 the first launch of a pattern runs every check and builds that plan.
 """
 
@@ -36,6 +38,9 @@ class Kernel:
         self._overloads: Optional[List[Tuple[ModuleSpec, KernelSpec]]] = None
         self._plans: Dict[Any, LaunchPlan] = {}
         self._dims: Dict[Any, Tuple[int, ...]] = {}
+        self._last: Any = _NO_PLAN
+        self._last_dims: Tuple[Any, Any, Tuple[int, ...]] = (None, None, ())
+        self._last_config: Tuple[Any, Any] = (None, None)
         backend = cache.backend
         self._launch_raw = backend.launch_raw
         self._stream_handle = backend.stream_handle
@@ -107,25 +112,40 @@ class Kernel:
         self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0
     ) -> None:
         """Launch on `stream` (default: the legacy default stream); asynchronous like CUDA."""
-        key, cais = pattern_key(args)
-        plan = self._plans.get(key) if key is not None else None
-        if plan is None:
-            plan = self._new_plan(key, args)
-        func = plan.func
+        plan = self._last  # the previous launch's plan: `repack` checks its pattern as it reads
         try:
-            buf = plan.pack(args, cais) if plan.fast else None
-        except Exception:  # a value only the checked path takes (or refuses)
+            buf = plan.repack(args)
+        except Exception:  # a value only the checked path takes (or refuses): see below
             buf = None
         if buf is None:
-            func, buf = self._checked_pack(args)
-        try:
-            dims = self._dims[(grid, block)]
-        except (KeyError, TypeError):
+            func, buf = self._plan_and_pack(args)
+        else:
+            func = plan.func
+        last = self._last_dims  # (grid, block, dims): the same objects launch the same shape
+        if last[0] is grid and last[1] is block:
+            dims = last[2]
+        else:
             dims = self._launch_dims(grid, block)
         if shared_mem.__class__ is not int or shared_mem < 0:
             shared_mem = _shared_mem(shared_mem)
         handle = 0 if stream is None else self._stream_handle(stream)
         self._launch_raw(func, *dims, shared_mem, handle, buf)
+
+    def _plan_and_pack(self, args: Tuple[Any, ...]) -> Tuple[Any, ParamBuffer]:
+        """(function, packed buffer) through the plan of `args`' pattern (made on its first
+        launch), which later launches then try first; the checked path for what it refuses."""
+        key, cais = pattern_key(args)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._new_plan(key, args)
+        self._last = plan
+        try:
+            buf = plan.pack(args, cais) if plan.fast else None
+        except Exception:  # a value only the checked path takes (or refuses)
+            buf = None
+        if buf is None:
+            return self._checked_pack(args)
+        return plan.func, buf
 
     def _new_plan(self, key: Any, args: Tuple[Any, ...]) -> LaunchPlan:
         """The checked path: dispatch, pack with every check, load; then remember the plan."""
@@ -144,15 +164,23 @@ class Kernel:
         return func, ParamBuffer.from_packed(packed)
 
     def _launch_dims(self, grid: Any, block: Any) -> Tuple[int, ...]:
-        dims = launch_dims(grid, block)
         try:
-            if len(self._dims) < _MAX_PLANS:
-                self._dims[(grid, block)] = dims
-        except TypeError:  # a list: checked every time
-            pass
+            dims = self._dims[(grid, block)]
+        except (KeyError, TypeError):
+            dims = launch_dims(grid, block)
+            try:
+                if len(self._dims) < _MAX_PLANS:
+                    self._dims[(grid, block)] = dims
+            except TypeError:  # a list: checked every time
+                return dims
+        if grid.__class__ in _IMMUTABLE and block.__class__ in _IMMUTABLE:
+            self._last_dims = (grid, block, dims)  # one assignment: threads see a whole triple
         return dims
 
     def __getitem__(self, config: Any) -> "_Configured":
+        last = self._last_config  # kernel[grid, block] in a loop: one constant tuple each time
+        if last[0] is config:
+            return last[1]
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
             raise DispatchError(
                 "use kernel[grid, block], kernel[grid, block, stream] or "
@@ -161,10 +189,26 @@ class Kernel:
         grid, block = config[0], config[1]
         stream = config[2] if len(config) > 2 else None
         shared = config[3] if len(config) > 3 else 0
-        return _Configured(self, grid, block, stream, shared)
+        configured = _Configured(self, grid, block, stream, shared)
+        if len(config) == 2:  # not with a stream: that would keep the stream object alive
+            self._last_config = (config, configured)
+        return configured
 
 
 _MAX_PLANS = 64  # patterns (and grid/block pairs) remembered per kernel; more take the checked path
+# grid/block types whose objects never change value (a tuple's items are checked to be ints)
+_IMMUTABLE = (int, tuple)
+
+
+class _NoPlan:
+    """`Kernel._last` before the first launch: fits nothing."""
+
+    @staticmethod
+    def repack(args: Any) -> None:
+        return None
+
+
+_NO_PLAN = _NoPlan()
 
 
 def _shared_mem(value: Any) -> int:

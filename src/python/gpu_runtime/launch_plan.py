@@ -27,6 +27,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from gpu_runtime.arrays import array_view, c_strides, contiguity
+from gpu_runtime.devarray import DeviceArray
+from gpu_runtime.launch_repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.numba_abi import numba_array_values, numba_scalar_values
 from gpu_runtime.param_buffer import ParamBuffer
 from gpu_runtime.params import PackedArgs, PackedValue, parse_param_type
@@ -85,25 +87,63 @@ def pattern_key(args: Sequence[Any]) -> Tuple[Optional[tuple], List[Any]]:
             key.append((int, a < 0, (~a if a < 0 else a).bit_length()))
         elif t in _SCALAR_TYPES:
             key.append(t)
-        elif isinstance(a, (int, _UNCACHED_TYPES)):
-            return None, cais
+        elif t is DeviceArray:
+            try:
+                entry = a._launch or device_array_entry(a)
+            except Exception:
+                return None, cais  # freed: the checked path reports it
+            cai = entry[0]
+            if entry[1] is None:
+                return None, cais  # a structured dtype: the checked path every time
+            key.append(entry[1])
         else:
             try:
-                cai = a.__cuda_array_interface__
-            except AttributeError:
-                key.append(t)
-            except Exception:
-                return None, cais  # the checked path reports it
-            else:
-                try:
-                    k = _array_key(t, cai)
-                except Exception:
-                    return None, cais  # malformed: the checked path reports it
-                if k is None:
-                    return None, cais
-                key.append(k)
+                part, cai = _other_part(t, a)
+            except _Uncached:
+                return None, cais
+            key.append(part)
         cais.append(cai)
     return tuple(key), cais
+
+
+class _Uncached(Exception):
+    """An argument no pattern covers: the checked path takes it (and reports what is wrong)."""
+
+
+def _other_part(t: type, a: Any) -> Tuple[Any, Any]:
+    """(pattern part, interface dict or None) of an argument that is neither a Python int, a
+    scalar of `_SCALAR_TYPES` nor a `DeviceArray`; raises _Uncached."""
+    if isinstance(a, (int, _UNCACHED_TYPES)):
+        raise _Uncached
+    try:
+        cai = a.__cuda_array_interface__
+    except AttributeError:
+        return t, None
+    except Exception:
+        raise _Uncached from None  # the checked path reports it
+    try:
+        k = _array_key(t, cai)
+    except Exception:
+        raise _Uncached from None  # malformed: the checked path reports it
+    if k is None:
+        raise _Uncached
+    return k, cai
+
+
+_PARTS: dict = {}  # one object per distinct DeviceArray pattern part: later compared by identity
+
+
+def device_array_entry(a: DeviceArray) -> Tuple[Any, ...]:
+    """(interface dict, pattern part, numba-ABI values, (data pointer,)) of a `DeviceArray`,
+    computed once and kept on the array (`DeviceArray._launch`; `free()` drops it): its
+    interface dict is built once and never changes, so neither does anything read from it.
+    Raises ValueError for a freed array."""
+    cai = a.__cuda_array_interface__
+    part = _array_key(DeviceArray, cai)
+    part = _PARTS.setdefault(part, part)
+    values = _numba_array(_itemsize(cai["typestr"]))(a, cai)
+    entry = a._launch = (cai, part, values, (cai["data"][0] or 0,))
+    return entry
 
 
 # -- extractors: the changing values of one argument, in parameter order ---------------------
@@ -216,7 +256,49 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     if any(p is None for p in parts):
         return LaunchPlan(func, packed, None, ())
     codes = [c for p in parts for c in p[0]]
-    return LaunchPlan(func, packed, _struct_format(codes, packed), tuple(p[1] for p in parts))
+    extractors = tuple(p[1] for p in parts)
+    plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors)
+    key = pattern_key(args)[0]
+    if key is not None:
+        steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
+        plan.set_steps(steps, _single_writes(parts, packed))
+    return plan
+
+
+def _single_writes(parts: Sequence[Any], packed: PackedArgs) -> Tuple[Any, ...]:
+    """Per argument, (struct format, offset) when it is one parameter, else None: how a repack
+    that leaves the arrays' bytes as they are rewrites a scalar alone."""
+    out = []
+    index = 0  # the argument's first parameter
+    for codes, _ in parts:
+        one = len(codes) == 1 and codes[0] != _ZEROS
+        out.append(("<" + codes[0], packed.offsets[index]) if one else None)
+        index += sum(2 if c == _ZEROS else 1 for c in codes)
+    return tuple(out)
+
+
+def _step(part: Any, extractor: Extractor) -> Step:
+    """(kind, pattern part the argument must have, how to read its values) of one position."""
+    if extractor is _scalar and part in _SCALAR_TYPES:
+        return (SCALAR, part, None)
+    if isinstance(part, tuple) and part[0] is DeviceArray:
+        return (DEVARRAY, part, 3 if extractor is _cai_pointer else 2)  # device_array_entry
+    return (OTHER, part, extractor)
+
+
+def _other_values(want: Any, how: Extractor, a: Any) -> Optional[Tuple[Any, ...]]:
+    """The values of an argument of neither a scalar type nor DeviceArray, None if its pattern
+    part is not `want`; raises _Uncached."""
+    t = type(a)
+    if t is int:
+        part, cai = (int, a < 0, (~a if a < 0 else a).bit_length()), None
+    else:
+        part, cai = _other_part(t, a)
+    return how(a, cai) if part == want else None
+
+
+def _no_repack(args: Sequence[Any]) -> None:
+    return None
 
 
 def _struct_format(codes: Sequence[str], packed: PackedArgs) -> str:
@@ -247,13 +329,17 @@ class LaunchPlan:
     threads launching the same kernel never write into each other's parameters.
     """
 
-    __slots__ = ("func", "fast", "_struct", "_extractors", "_layout", "_local")
+    __slots__ = ("func", "fast", "steps", "repack", "_struct", "_extractors", "_layout", "_local")
 
     def __init__(
         self, func: Any, packed: PackedArgs, fmt: Optional[str], extractors: Tuple[Any, ...]
     ) -> None:
         self.func = func
         self.fast = fmt is not None
+        # per argument (kind, pattern part, reader), set by build_plan; None: the plan is
+        # only found through its pattern key, and `repack` fits nothing
+        self.steps: Optional[Tuple[Step, ...]] = None
+        self.repack: Callable[[Sequence[Any]], Optional[ParamBuffer]] = _no_repack
         self._struct = struct.Struct(fmt) if fmt is not None else None
         self._extractors = extractors
         self._layout = (packed.offsets, packed.sizes, len(packed.image))
@@ -277,5 +363,30 @@ class LaunchPlan:
         vals: List[Any] = []
         for extract, a, cai in zip(self._extractors, args, cais):
             vals += extract(a, cai)
+        buf.arrays = None  # the image is rewritten whole: no repack may keep its array bytes
         self._struct.pack_into(buf.data, 0, *vals)  # type: ignore[union-attr]
         return buf
+
+    def set_steps(self, steps: Tuple[Step, ...], singles: Sequence[Any]) -> None:
+        """Make `repack(args)`: `pack` for arguments of this plan's pattern, checked as they are
+        read, in one generated function (`gpu_runtime.launch_repack`): None, with nothing
+        written, if `args` have another pattern; raises like `pack` on a value only the checked
+        path can take. What `Kernel.launch` tries first, with the plan of its previous launch.
+        `singles`: per argument, (struct format, offset) if it is one parameter, else None."""
+        self.steps = steps
+        writes = [None if w is None else (struct.Struct(w[0]).pack_into, w[1]) for w in singles]
+        self.repack = compile_repack(
+            steps,
+            self._struct.pack_into,  # type: ignore[union-attr]
+            writes,
+            self._local,
+            self.buffer,
+            _REPACK_NAMES,
+        )
+
+
+_REPACK_NAMES = {
+    "DeviceArray": DeviceArray,
+    "device_array_entry": device_array_entry,
+    "other_values": _other_values,
+}

@@ -10,15 +10,19 @@ rewritten (`gpu_runtime.launch_plan`).
 from __future__ import annotations
 
 import ctypes
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from gpu_runtime.params import PackedArgs
 
 
 class ParamBuffer:
-    """`data`: the parameters laid out at `offsets`; `address`: the `void**` (0 if none)."""
+    """`data`: the parameters laid out at `offsets`; `address`: the `void**` (0 if none).
 
-    __slots__ = ("data", "pointers", "address", "offsets", "sizes", "nbytes")
+    `arrays`: the `DeviceArray` entries whose values the image holds (kept alive, so compared by
+    identity), set by a launch plan's repack after it wrote them; None when unknown.
+    """
+
+    __slots__ = ("data", "pointers", "address", "offsets", "sizes", "nbytes", "arrays")
 
     def __init__(self, offsets: Sequence[int], sizes: Sequence[int], nbytes: int) -> None:
         self.offsets: Tuple[int, ...] = tuple(offsets)
@@ -29,6 +33,7 @@ class ParamBuffer:
         n = len(self.offsets)
         self.pointers = (ctypes.c_void_p * max(n, 1))(*[base + o for o in self.offsets])
         self.address = ctypes.addressof(self.pointers) if n else 0
+        self.arrays: Optional[tuple] = None
 
     @classmethod
     def from_packed(cls, packed: PackedArgs) -> "ParamBuffer":
