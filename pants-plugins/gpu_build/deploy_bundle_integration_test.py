@@ -99,7 +99,8 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     bundle = bundles.repo / "dist" / "imaging_h200"
     wheels = pex_wheels(bundle / "app.pex")
     # The runtime talks to the driver through cuda.bindings alone: no cuda.core in the app.
-    assert [w.split("-")[0] for w in wheels] == ["cuda_bindings", "cuda_pathfinder", "numpy"], wheels
+    projects = [w.split("-")[0] for w in wheels]
+    assert projects == ["cuda_bindings", "cuda_pathfinder", "numpy"], wheels
     assert all(
         ("cp312" in w and "x86_64" in w) or w.endswith("py3-none-any.whl") for w in wheels
     ), wheels
