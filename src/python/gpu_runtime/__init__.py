@@ -50,8 +50,8 @@ API
     handle; default the legacy default stream.
     Cost: the first launch with a new pattern of arguments (types, dtypes, ndim, contiguity)
     runs every check and builds a plan; later ones only rewrite the changing values (pointers,
-    shapes, scalars) in a reused per-thread buffer and call cuLaunchKernel
-    (`gpu_runtime.launch_plan`).
+    shapes, scalars) in a reused per-thread buffer, through a repack function generated for the
+    pattern, and call cuLaunchKernel (`gpu_runtime.launch_plan`, `gpu_runtime.launch_repack`).
 
 `capture(stream) -> Graph` (context manager; `KernelCache.capture` too): launches on `stream`
     inside the block are recorded into a CUDA graph; afterwards `graph.launch(stream=None)` (or
