@@ -51,6 +51,22 @@ k.launch(4, 256, out, np.float32(2.0), x, x)
 assert out.to_numpy()[0] == 3.0
 """
 
+# The timing loop of every inner script (each runs in its own interpreter: the PEX, numba's,
+# CuPy's); `launches` and `runs` are the script's own globals.
+TIMED = r"""
+def timed(go, sync):
+    go()
+    sync()
+    per_call = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(launches):
+            go()
+        per_call.append((time.perf_counter() - start) / launches * 1e6)
+        sync()
+    return per_call
+"""
+
 # Inside the PEX: gpu_runtime, cuda.core and bare cuLaunchKernel on the bundle's own cubins.
 INNER_PEX = r"""
 import json, sys, time
@@ -70,17 +86,7 @@ CASES = {
     "box_blur_3x3": ("box_blur_3x3", (40, 30), (16, 16), (img, dst)),
 }
 
-def timed(go):
-    go()
-    cache.backend.synchronize()
-    per_call = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(launches):
-            go()
-        per_call.append((time.perf_counter() - start) / launches * 1e6)
-        cache.backend.synchronize()
-    return per_call
+sync = cache.backend.synchronize
 
 from cuda.bindings import driver as drv
 try:
@@ -98,14 +104,14 @@ for case, (name, grid, block, args) in CASES.items():
     data = open(f"{cache_dir}/{path}", "rb").read()
     result["cubins"][case] = {"path": f"{cache_dir}/{path}", "entry": spec.entry}
     packed = k.pack(*args)
-    result[f"gpu_runtime{label}|{case}"] = timed(lambda: k.launch(grid, block, *args))
+    result[f"gpu_runtime{label}|{case}"] = timed(lambda: k.launch(grid, block, *args), sync)
     if core is not None:
         kern = core.ObjectCode.from_cubin(data).get_kernel(spec.entry)
         config = core.LaunchConfig(grid=grid, block=block)
         stream = dev.default_stream
         scalars = packed.launch_args()
         result[f"cuda.core launch, preconverted args{label}|{case}"] = timed(
-            lambda: core.launch(stream, config, kern, *scalars)
+            lambda: core.launch(stream, config, kern, *scalars), sync
         )
     _, mod = drv.cuModuleLoadData(data)
     _, func = drv.cuModuleGetFunction(mod, spec.entry.encode())
@@ -115,7 +121,7 @@ for case, (name, grid, block, args) in CASES.items():
     s0 = drv.CUstream(0)
     addr = buf.address
     result[f"bare cuLaunchKernel, prepacked void**{label}|{case}"] = timed(
-        lambda: drv.cuLaunchKernel(func, *g[:3], *b[:3], 0, s0, addr, 0)
+        lambda: drv.cuLaunchKernel(func, *g[:3], *b[:3], 0, s0, addr, 0), sync
     )
 json.dump(result, open(out_path, "w"))
 """
@@ -136,15 +142,7 @@ cases = {"saxpy": lambda: saxpy[4, 256](out, a, x, x),
          "box_blur_3x3": lambda: box_blur_3x3[(40, 30), (16, 16)](img, dst)}
 result = {}
 for case, go in cases.items():
-    go(); cuda.synchronize()
-    per_call = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(launches):
-            go()
-        per_call.append((time.perf_counter() - start) / launches * 1e6)
-        cuda.synchronize()
-    result[f"numba-cuda|{case}"] = per_call
+    result[f"numba-cuda|{case}"] = timed(go, cuda.synchronize)
 json.dump(result, open(out_path, "w"))
 """
 
@@ -179,15 +177,7 @@ cases = {
 }
 result = {}
 for name, go in cases.items():
-    go(); cp.cuda.runtime.deviceSynchronize()
-    per_call = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(launches):
-            go()
-        per_call.append((time.perf_counter() - start) / launches * 1e6)
-        cp.cuda.runtime.deviceSynchronize()
-    result[name] = per_call
+    result[name] = timed(go, cp.cuda.runtime.deviceSynchronize)
 json.dump(result, open(out_path, "w"))
 """
 
@@ -203,7 +193,7 @@ def run_inner(tmp: str, name: str, source: str, launcher: list, args: list, env:
     (figures, None) or (None, why)."""
     script = os.path.join(tmp, f"inner_{name}.py")
     with open(script, "w") as f:
-        f.write(source)
+        f.write(TIMED + source)
     out = os.path.join(tmp, f"{name}.json")
     proc = subprocess.run(
         [*launcher, script, *args, out], env=env, capture_output=True, text=True
