@@ -12,7 +12,6 @@ function.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -38,6 +37,7 @@ from gpu_build.kernel_field_set import (
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec, toolchain_spec
+from gpu_spec.compile_report import failed_capabilities
 from gpu_spec.errors import SpecError
 from gpu_spec.ptx_isa import validate_ptx_version
 
@@ -59,19 +59,6 @@ def check_ptx_version(
             f"The `ptx_version` field in target {address} cannot be used with the GPU toolchain "
             f"{spec.name!r} (CUDA {spec.cuda}, PTX ISA {spec.ptx_isa}) for {capability}: {e}"
         ) from e
-
-
-# How `python -m gpu_compiler compile` starts each failure it reports on stderr: the capabilities
-# it failed for, e.g. `sm_80, sm_90: src/k.py:10: error: ...` (see gpu_compiler/cli.py).
-_FAILED_FOR = re.compile(r"^(sm_\d+(?:, sm_\d+)*): ", re.MULTILINE)
-
-
-def failed_capabilities(capabilities: Sequence[str], stderr: str) -> tuple[str, ...]:
-    """The capabilities the compiler's report names as failed, in the process's order; all of
-    them when it names none (a crash rather than a compile error)."""
-    named = {c for m in _FAILED_FOR.finditer(stderr) for c in m.group(1).split(", ")}
-    failed = tuple(c for c in capabilities if c in named)
-    return failed or tuple(capabilities)
 
 
 def compile_failure(

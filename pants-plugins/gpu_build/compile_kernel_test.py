@@ -22,7 +22,6 @@ from gpu_build.compile_kernel import (
     GpuKernelCompileError,
     check_ptx_version,
     compile_failure,
-    failed_capabilities,
     process_batches,
 )
 from gpu_build.compile_process import OUT_DIR, compile_argv, compile_process
@@ -214,15 +213,6 @@ def test_batches_cover_the_whole_target_in_one_process() -> None:
 def test_unbatched_is_one_process_per_wanted_capability() -> None:
     assert process_batches(("sm_87",), ALL, batch=False) == (("sm_87",),)
     assert process_batches(("sm_90", "sm_75"), ALL, batch=False) == (("sm_90",), ("sm_75",))
-
-
-def test_failed_capabilities_from_the_compiler_report() -> None:
-    report = "sm_80, sm_90: src/k.py:10: error: x\nmore\nsm_75: src/k.py: other\n"
-    assert failed_capabilities(ALL, report) == ("sm_75", "sm_80", "sm_90")
-    # A capability the process did not compile is not picked up from the text.
-    assert failed_capabilities(("sm_87",), "sm_90: x") == ("sm_87",)
-    # No capability named (the compiler crashed): all of them.
-    assert failed_capabilities(ALL, "Traceback ...") == ALL
 
 
 def test_compile_failure_names_target_file_and_the_failing_capabilities() -> None:

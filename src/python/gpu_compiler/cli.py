@@ -34,6 +34,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
+from gpu_spec.compile_report import failure_line
 
 
 def _positive_int(text: str) -> int:
@@ -135,7 +136,7 @@ def grouped_failures(failures: Sequence[Tuple[str, str]]) -> List[str]:
     for capabilities, message in groups.values():
         named = ", ".join(capabilities)  # sm_NN, ...: no backslash for re.sub to expand
         first = re.compile(r"\b%s\b" % re.escape(capabilities[0]))
-        reports.append("%s: %s" % (named, first.sub(named, message)))
+        reports.append(failure_line(capabilities, first.sub(named, message)))
     return reports
 
 
