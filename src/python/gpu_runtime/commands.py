@@ -1,8 +1,8 @@
 """The ``python -m gpu_runtime`` command line: one subcommand per module, imported on use.
 
 Each module in COMMANDS defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int``; only the chosen one is imported, so ``--help`` and every command start
-without loading CUDA.
+``run(args) -> int``. Command modules import CUDA (and anything heavy) inside ``run`` only, so
+``--help`` and every command start fast.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ COMMANDS: Dict[str, str] = {}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gpu_runtime", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m gpu_runtime", description=__doc__.split("\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module_name in sorted(COMMANDS.items()):
