@@ -21,7 +21,14 @@ from pants.core.target_types import FileSourceField, ResourceSourceField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
 from pants.engine.collection import Collection
-from pants.engine.fs import EMPTY_DIGEST, Digest, DigestSubset, PathGlobs, RemovePrefix
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    Digest,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+)
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
@@ -103,20 +110,31 @@ async def kernel_sources(request: KernelSourcesRequest) -> KernelSources:
         Get(TransitiveTargets, TransitiveTargetsRequest([request.address])),
         Get(SourceRoot, SourceRootRequest, SourceRootRequest.for_file(request.source)),
     )
-    sources = await Get(
-        SourceFiles,
-        SourceFilesRequest(
-            (tgt.get(SourcesField) for tgt in transitive.closure),
-            for_sources_types=(
-                GpuKernelSourceField,
-                PythonSourceField,
-                FileSourceField,
-                ResourceSourceField,
+    kernels = [t for t in transitive.closure if t.has_field(GpuKernelSourceField)]
+    others = [t for t in transitive.closure if not t.has_field(GpuKernelSourceField)]
+    # Kernel sources as they are: with codegen on, Pants would turn them into JIT mode's
+    # resources (`gpu_build.jit_index`), whose rule asks for these very sources.
+    kernel_files, other_files = await MultiGet(
+        Get(
+            SourceFiles,
+            SourceFilesRequest(
+                (t[GpuKernelSourceField] for t in kernels),
+                for_sources_types=(GpuKernelSourceField,),
             ),
-            enable_codegen=True,
+        ),
+        Get(
+            SourceFiles,
+            SourceFilesRequest(
+                (t.get(SourcesField) for t in others),
+                for_sources_types=(PythonSourceField, FileSourceField, ResourceSourceField),
+                enable_codegen=True,
+            ),
         ),
     )
-    return KernelSources(sources.snapshot.digest, source_root.path)
+    digest = await Get(
+        Digest, MergeDigests([kernel_files.snapshot.digest, other_files.snapshot.digest])
+    )
+    return KernelSources(digest, source_root.path)
 
 
 @dataclass(frozen=True)

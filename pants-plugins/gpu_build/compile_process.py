@@ -34,6 +34,13 @@ def compile_argv(
     for capability in capabilities:
         argv += ["--capability", capability]
     argv += ["--out-dir", out_dir]
+    return (*argv, *compile_flags(sys_path=sys_path, options=options))
+
+
+def compile_flags(*, sys_path: tuple[str, ...], options: KernelCompileOptions) -> tuple[str, ...]:
+    """The arguments after `--out-dir`: the same for every capability, and what JIT mode
+    (`gpu_build.jit_index`) hands the runtime so that it compiles exactly as this process."""
+    argv: list[str] = []
     for path in sys_path:
         argv += ["--sys-path", path]
     if options.ptx_version:

@@ -11,7 +11,9 @@ from gpu_build import (
     compile_kernel,
     dependency_inference,
     deploy_bundle,
+    jit_index,
     package_kernel,
+    run_bundle,
     toolchain,
 )
 from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
@@ -32,4 +34,6 @@ def rules():
         *bundle_cache.rules(),
         *bundle_archive.rules(),
         *deploy_bundle.rules(),
+        *jit_index.rules(),
+        *run_bundle.rules(),
     ]

@@ -23,6 +23,10 @@ go to stderr, prefixed by their capability.
 ``versions`` prints the toolchain versions as JSON (the ``toolchain`` object
 of metadata.json); ``--libraries`` adds where each CUDA library was loaded
 from (absolute paths: for checks, never for build outputs).
+
+``fingerprint`` prints ``{"toolchain": <versions>, "code": <sha256>}``: what,
+besides a kernel's inputs, decides the bytes a compile writes. The runtime's
+JIT mode puts it in each cache key (``gpu_runtime.jit_key``).
 """
 
 from __future__ import annotations
@@ -101,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--libraries",
         action="store_true",
         help="also report the CUDA libraries' load paths (absolute)",
+    )
+    sub.add_parser(
+        "fingerprint", help="print the toolchain versions and the compiler code's sha256"
     )
     return parser
 
@@ -192,11 +199,22 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fingerprint() -> int:
+    from gpu_compiler import toolchain
+    from gpu_compiler.fingerprint import code_sha256
+
+    data = {"toolchain": toolchain.versions(), "code": code_sha256()}
+    sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.command == "compile":
         return _cmd_compile(args, parser)
+    if args.command == "fingerprint":
+        return _cmd_fingerprint()
     return _cmd_versions(args)
 
 

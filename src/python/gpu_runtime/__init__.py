@@ -19,11 +19,15 @@ Usage::
 
 API
 ---
-`open_cache(path=None, *, device=None, prefer=None, dev_sources=None) -> KernelCache`
+`open_cache(path=None, *, device=None, prefer=None, strict=None, kernels_path=None) -> KernelCache`
     Finds the cache: `path` if given, else $GPU_RUNTIME_CACHE, else `cache/` beside the running
-    PEX ($PEX), else `cache/` beside sys.argv[0]. Without one: dev mode if `dev_sources` or
-    $GPU_RUNTIME_DEV_SOURCES name kernel sources (compiled on first use with gpu_compiler, see
-    `gpu_runtime.devmode`), else `CacheNotFoundError` saying where it looked.
+    PEX ($PEX), else `cache/` beside sys.argv[0]. Without one: JIT mode, when the kernel index
+    that `pants run` / `pants test` put on sys.path (`__gpu_kernels__/`, see
+    `gpu_runtime.jit_sources`) names kernels: each is compiled on first use for this GPU and
+    cached (`gpu_runtime.jit_cache`); else `CacheNotFoundError` saying where it looked.
+    With a bundle and a compiler at hand ($GPU_RUNTIME_TOOLCHAIN or an importable gpu_compiler),
+    kernels or capabilities the bundle lacks are compiled too, unless strict.
+    `strict` (default $GPU_RUNTIME_STRICT=1): never compile; what the bundle lacks fails.
     `device`: CUDA device ordinal (default: the current device, 0).
     `prefer`: "cubin" | "ptx" | "auto" (default $GPU_RUNTIME_PREFER or "auto"): restrict
     selection to cubins or to PTX (e.g. to exercise the JIT path on purpose).
@@ -73,7 +77,11 @@ bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.sel
 the example app's `--self-test` is that with its own table.
 
 Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
-why), which file each kernel was loaded from and how long the load took.
+why) and, once per kernel, where it came from (bundle cubin, bundle PTX via the driver's JIT,
+JIT cache hit, compiled now), which file and how long it took; `describe()` shows the same.
+
+Command line: `python -m gpu_runtime cache list|clear|prune` (JIT cache); from a bundle,
+`PEX_MODULE=gpu_runtime ./app.pex cache list`.
 
 The bundle format is documented in `gpu_spec.manifest`.
 """

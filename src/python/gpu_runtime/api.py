@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from gpu_runtime.errors import CacheNotFoundError, manifest_errors
-from gpu_runtime.locate import ENV_DEV_SOURCES, find_cache, not_found_message
+from gpu_runtime.jit_compiler import find_compiler
+from gpu_runtime.locate import find_cache, not_found_message
 from gpu_runtime.runtime import KernelCache
 from gpu_spec.manifest import MANIFEST_NAME
 from gpu_spec.manifest_parse import load_manifest
+
+ENV_STRICT = "GPU_RUNTIME_STRICT"
+
+
+def strict_from_env(environ: Optional[Mapping[str, str]] = None) -> bool:
+    value = (os.environ if environ is None else environ).get(ENV_STRICT, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def open_cache(
@@ -17,26 +25,42 @@ def open_cache(
     *,
     device: Optional[int] = None,
     prefer: Optional[str] = None,
-    dev_sources: Any = None,
+    strict: Optional[bool] = None,
+    kernels_path: Optional[Sequence[str]] = None,
     backend: Any = None,
 ) -> "KernelCache":
-    """Open the kernel cache of the running bundle (see the gpu_runtime package docstring).
+    """Open the running bundle's kernel cache, or JIT mode (see the gpu_runtime docstring).
 
-    Reads and validates manifest.json only; the GPU is first touched when a kernel is used.
+    With a bundle, opening reads and validates manifest.json only; the GPU is first touched when
+    a kernel is used. `strict` (default $GPU_RUNTIME_STRICT): never compile; what the bundle
+    lacks fails. `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
     `backend` replaces the CUDA backend (tests use a fake one).
     """
+    from gpu_runtime.jit_cache import JitKernelCache
+    from gpu_runtime.jit_sources import find_jit_sources
+
     if backend is None:
         from gpu_runtime.device import CudaBackend
 
         backend = CudaBackend(device)
+    strict = strict_from_env() if strict is None else strict
     root = find_cache(path)
+    sources = {} if strict else find_jit_sources(kernels_path)
     if root is not None:
         with manifest_errors():
             manifest = load_manifest(os.path.join(root, MANIFEST_NAME))
-        return KernelCache(manifest, root, backend, prefer=prefer)
-    sources = dev_sources if dev_sources is not None else os.environ.get(ENV_DEV_SOURCES)
+        # A device bundle has no compiler: then nothing is ever compiled, strict or not.
+        jit = (
+            JitKernelCache(
+                sources,
+                backend,
+                prefer=prefer,
+                known_elsewhere=[lib.name for lib in manifest.libraries],
+            )
+            if sources and find_compiler() is not None
+            else None
+        )
+        return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
     if sources:
-        from gpu_runtime.devmode import DevKernelCache  # imports gpu_compiler lazily itself
-
-        return DevKernelCache(sources, backend, prefer=prefer)
-    raise CacheNotFoundError(not_found_message())
+        return JitKernelCache(sources, backend, prefer=prefer)
+    raise CacheNotFoundError(not_found_message(strict=strict))

@@ -12,7 +12,9 @@ import importlib
 import sys
 from typing import Dict, List, Optional
 
-COMMANDS: Dict[str, str] = {}
+COMMANDS: Dict[str, str] = {
+    "cache": "gpu_runtime.cache_command",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

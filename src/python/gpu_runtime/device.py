@@ -125,6 +125,11 @@ def ensure_context(ordinal: Optional[int] = None) -> int:
                 )
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     except Exception as e:
+        if "libcuda" in str(e):  # cuda.bindings could not dlopen the driver library
+            raise DeviceError(
+                f"no CUDA driver: libcuda.so.1 cannot be loaded ({e}). This machine has no "
+                f"NVIDIA driver (or it is not on the loader path): run on a machine with a GPU"
+            ) from e
         raise DeviceError(
             f"no usable CUDA device (device {ordinal if ordinal is not None else 0}): "
             f"{type(e).__name__}: {e}. Is the NVIDIA driver installed and a GPU visible "

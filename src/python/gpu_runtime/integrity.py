@@ -39,11 +39,13 @@ def read_verified(
     relpath: str,
     files: Mapping[str, str],
     expected: Optional[str] = None,
+    fix: Optional[str] = None,
 ) -> bytes:
     """Bytes of cache file `relpath` after checking its path and its sha256.
 
     The digest is `files[relpath]` (the manifest's "files"), or `expected` when given. The same
-    bytes that were hashed are returned, so what is loaded is what was checked.
+    bytes that were hashed are returned, so what is loaded is what was checked. `fix` replaces
+    the advice to rebuild the bundle (JIT mode has no bundle).
     """
     digest = expected if expected is not None else files.get(relpath)
     if digest is None:
@@ -56,8 +58,12 @@ def read_verified(
             data = f.read()
     except FileNotFoundError:
         raise IntegrityError(
-            f"missing cache file {relpath} (looked for {path}); the bundle is incomplete: "
-            f"copy the whole dist/<bundle>/ directory, or rebuild it with `pants package`"
+            f"missing cache file {relpath} (looked for {path}); "
+            + (
+                fix
+                or "the bundle is incomplete: copy the whole dist/<bundle>/ directory, or "
+                "rebuild it with `pants package`"
+            )
         ) from None
     except OSError as e:
         raise IntegrityError(f"cannot read cache file {path}: {e.strerror or e}") from e
@@ -66,7 +72,6 @@ def read_verified(
         raise IntegrityError(
             f"cache file {relpath} does not match the manifest (sha256 {actual}, "
             f"expected {digest}); it was modified or corrupted after the bundle was built. "
-            f"Refusing to load it; "
-            f"rebuild the bundle with `pants package`"
+            f"Refusing to load it; " + (fix or "rebuild the bundle with `pants package`")
         )
     return data

@@ -73,8 +73,14 @@ class ModuleLoader:
         files: Mapping[str, str],
         backend: Any,
         choose: Callable[[str], Choice],
+        origin_label: Callable[[str, str], str] = lambda library, kind: f"bundle {kind}",
+        fix: Optional[str] = None,
     ) -> None:
         self._root = root
+        self._origin_label = origin_label
+        self._fix = fix
+        # "library.kernel" -> where it came from and how long loading took, for describe().
+        self.origins: Dict[str, str] = {}
         self._files = files
         self._backend = backend
         self._choose = choose
@@ -111,7 +117,7 @@ class ModuleLoader:
         obj = self._objects.get((library, module.name))
         t_read = t0
         if obj is None:
-            data = read_verified(self._root, path, self._files)
+            data = read_verified(self._root, path, self._files, fix=self._fix)
             t_read = time.perf_counter()
             obj = self._load_module(ch.kind, path, data, f"{library}/{module.name}")
             with self._lock:
@@ -124,11 +130,13 @@ class ModuleLoader:
                 f"failed: {type(e).__name__}: {e}"
             ) from e
         t1 = time.perf_counter()
+        origin = self._origin_label(library, ch.kind)
+        self.origins[f"{library}.{kernel.name}"] = f"{origin}, loaded in {(t1 - t0) * 1e3:.1f} ms"
         log.info(
-            "gpu_runtime: loaded %s.%s from %s %s %s (%s) in %.1f ms (read+verify %.1f ms)",
+            "gpu_runtime: %s.%s: %s %s, %s (%s) loaded in %.1f ms (read+verify %.1f ms)",
             library,
             kernel.name,
-            ch.kind,
+            origin,
             ch.capability,
             os.path.join(self._root, path),
             module.name,

@@ -10,7 +10,6 @@ from gpu_runtime.errors import CacheNotFoundError
 from gpu_spec.manifest import MANIFEST_NAME
 
 ENV_CACHE = "GPU_RUNTIME_CACHE"
-ENV_DEV_SOURCES = "GPU_RUNTIME_DEV_SOURCES"
 
 
 def _as_cache_dir(path: str) -> str:
@@ -76,7 +75,9 @@ def find_cache(
 
 
 def not_found_message(
-    environ: Optional[Mapping[str, str]] = None, argv0: Optional[str] = None
+    environ: Optional[Mapping[str, str]] = None,
+    argv0: Optional[str] = None,
+    strict: bool = False,
 ) -> str:
     tried = candidate_locations(None, environ, argv0)
     lines = ["No GPU kernel cache found (cache/manifest.json of a device bundle)."]
@@ -86,9 +87,14 @@ def not_found_message(
         f"  fix: run the app from its bundle (dist/<bundle>/, built by `pants package`), "
         f"or set ${ENV_CACHE} to the bundle's cache/ directory;"
     )
-    lines.append(
-        f"  for development without a bundle, set ${ENV_DEV_SOURCES} to kernel source files"
-        f" or directories (os.pathsep-separated), or pass dev_sources= to open_cache(), to "
-        f"compile on first use with gpu_compiler"
-    )
+    if strict:
+        lines.append("  strict mode ($GPU_RUNTIME_STRICT) is on, so JIT mode is off.")
+    else:
+        lines.append(
+            "  for JIT mode (compile on first use), make the app's pex_binary, python_sources or "
+            "python_tests depend on its gpu_kernel targets (`pants run`/`pants test` then carry "
+            "them); from a checkout, `pants export-codegen <kernel targets>` and add "
+            "dist/codegen/<source root> to PYTHONPATH (no __gpu_kernels__ index was found on "
+            "sys.path)"
+        )
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from gpu_runtime.locate import find_cache
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for var in ("GPU_RUNTIME_CACHE", "PEX", "GPU_RUNTIME_DEV_SOURCES", "GPU_RUNTIME_PREFER"):
+    for var in ("GPU_RUNTIME_CACHE", "PEX", "GPU_RUNTIME_STRICT", "GPU_RUNTIME_PREFER"):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -29,7 +29,14 @@ def test_open_cache_without_cache_is_a_clear_error(tmp_path, clean_env):
     msg = str(e.value)
     assert "No GPU kernel cache found" in msg
     assert str(tmp_path / "cache") in msg and "($PEX)" in msg
-    assert "$GPU_RUNTIME_CACHE" in msg and "$GPU_RUNTIME_DEV_SOURCES" in msg
+    assert "$GPU_RUNTIME_CACHE" in msg and "depend on its gpu_kernel targets" in msg
+    assert "export-codegen" in msg
+
+
+def test_strict_without_a_bundle_says_jit_is_off(tmp_path, clean_env):
+    clean_env.setattr("sys.argv", [str(tmp_path / "app.pex")])
+    with pytest.raises(CacheNotFoundError, match="strict mode"):
+        gpu_runtime.open_cache(backend=FakeBackend(), strict=True)
 
 
 def test_found_beside_the_pex(bundle, clean_env):

@@ -12,6 +12,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
 from gpu_runtime.kernel import Kernel
 from gpu_runtime.loader import ModuleLoader, variants_on_disk
@@ -50,6 +51,7 @@ class KernelCache:
         *,
         prefer: Optional[str] = None,
         origin: str = "bundle",
+        jit: Optional["KernelCache"] = None,
     ) -> None:
         if backend is None:
             from gpu_runtime.device import CudaBackend
@@ -65,7 +67,17 @@ class KernelCache:
         self._lock = threading.RLock()
         self._choices: Dict[str, Choice] = {}
         self._kernels: Dict[Tuple[str, str], Kernel] = {}
-        self._loader = ModuleLoader(self._root, self._files, backend, self.choice)
+        # JIT fallback (not strict, a compiler at hand): kernels or capabilities the bundle
+        # lacks are compiled instead of failing.
+        self._jit = jit
+        self._loader = ModuleLoader(
+            self._root,
+            self._files,
+            backend,
+            self.choice,
+            origin_label=self._origin_label,
+            fix=self._integrity_fix(),
+        )
 
     # -- inspection -------------------------------------------------------------------------
     @property
@@ -105,19 +117,24 @@ class KernelCache:
         return self._loader.loaded_modules()
 
     def __repr__(self) -> str:
-        return (
-            f"<KernelCache {self._origin} {self._manifest.bundle!r} at {self._root}: "
-            f"{len(self._libraries)} libraries>"
-        )
+        return f"<KernelCache of {self._describe_origin()}: {len(self.libraries())} libraries>"
 
     # -- lookup -----------------------------------------------------------------------------
     def kernel(self, name: str, library: Optional[str] = None) -> Kernel:
         """The kernel called `name` ("saxpy", or "library.kernel" when names collide)."""
         self._discover(name, library)
         origin = self._describe_origin()
-        found = resolve_name(self._libraries, name, library, origin, self.libraries())
-        if found is None:
-            raise not_found(name, self.kernel_names(), origin)
+        try:
+            found = resolve_name(self._libraries, name, library, origin, self.libraries())
+            if found is None:
+                raise not_found(name, self.kernel_names(), origin)
+            if self._jit is not None and found[0] in self._jit.libraries():
+                self.choice(found[0])  # no variant for this GPU: compile it instead
+        except (KernelNotFoundError, NoCompatibleVariantError) as e:
+            if self._jit is None:
+                raise
+            log.info("gpu_runtime: %s: %s; JIT mode compiles it", name, str(e).split("\n")[0])
+            return self._jit.kernel(name, library)
         with self._lock:
             k = self._kernels.get(found)
             if k is None:
@@ -133,6 +150,14 @@ class KernelCache:
     def _fix_hint(self) -> Optional[str]:
         """Advice for NoCompatibleVariantError (None: add the capability and `pants package`)."""
         return None
+
+    def _integrity_fix(self) -> Optional[str]:
+        """Advice for IntegrityError (None: rebuild the bundle)."""
+        return None
+
+    def _origin_label(self, library: str, kind: str) -> str:
+        """Where a loaded kernel came from, for the log line and describe()."""
+        return "bundle cubin" if kind == "cubin" else "bundle PTX via the driver's JIT"
 
     # -- selection and loading --------------------------------------------------------------
     def _warn_if_driver_older(self, info: Any) -> None:
@@ -220,7 +245,7 @@ class KernelCache:
                 paths.extend(p for m in ch.variant.modules if (p := ch.path_of(m)) is not None)
         for p in paths:
             resolve_in_cache(self._root, p)
-            read_verified(self._root, p, self._files)
+            read_verified(self._root, p, self._files, fix=self._integrity_fix())
         return paths
 
     def describe(self) -> str:
@@ -241,4 +266,9 @@ class KernelCache:
                     }
                 )
                 lines.append(f"    {k}: " + "; ".join(sigs))
+                loaded = self._loader.origins.get(f"{lib.name}.{k}")
+                if loaded:
+                    lines.append(f"      from {loaded}")
+        if self._jit is not None:
+            lines.append("  JIT fallback for what the bundle lacks: " + repr(self._jit))
         return "\n".join(lines)

@@ -264,8 +264,10 @@ def test_load_is_logged(cache, caplog):
         "sobel: using cubin sm_90 (toolchain cuda13) on NVIDIA H200 (sm_90), driver supports "
         "CUDA 13.0: exact cubin for sm_90" in text
     )
-    assert "loaded sobel.sobel_magnitude from cubin sm_90 " in text
-    assert "sobel/cuda13/sm_90/sobel.cubin (sobel) in " in text and " ms (read+verify " in text
+    assert "sobel.sobel_magnitude: bundle cubin sm_90, " in text
+    assert "sobel/cuda13/sm_90/sobel.cubin (sobel) loaded in " in text
+    assert " ms (read+verify " in text
+    assert "from bundle cubin, loaded in " in cache.describe()
 
 
 def test_ptx_fallback_and_prefer(bundle, caplog):

@@ -96,7 +96,7 @@ def test_tampered_file_is_refused(example_bundle, fake_gpu, monkeypatch, capsys)
         f.write(b"x")
     monkeypatch.setenv("GPU_RUNTIME_CACHE", example_bundle)
     rc, out, err = run_app(capsys)
-    assert rc == 2 and "<KernelCache bundle 'imaging_h200'" in out
+    assert rc == 2 and "<KernelCache of bundle 'imaging_h200'" in out
     assert err.startswith(
         "error: cache file blur/cuda13/sm_90/box_blur_3x3__0.cubin does not match"
     )

@@ -1,0 +1,34 @@
+"""The sha256 of the compiler's own code (gpu_compiler and gpu_spec), as it is installed.
+
+Why: a change to the compiler can change the bytes it writes for the same inputs, so anything
+that caches its outputs by key (the runtime's JIT cache) must key on this code too. Pants needs
+no such thing: the compiler's files are inputs of its processes already.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Iterable
+
+
+def _package_files(package_dir: str) -> Iterable[str]:
+    for name in sorted(os.listdir(package_dir)):
+        if name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
+            yield os.path.join(package_dir, name)
+
+
+def code_sha256() -> str:
+    """sha256 over (package, file name, bytes) of every module of gpu_compiler and gpu_spec."""
+    import gpu_compiler
+    import gpu_spec
+
+    digest = hashlib.sha256()
+    for package in (gpu_compiler, gpu_spec):
+        package_dir = os.path.dirname(os.path.abspath(str(package.__file__)))
+        for path in _package_files(package_dir):
+            with open(path, "rb") as f:
+                content = f.read()
+            name = "%s/%s" % (package.__name__, os.path.basename(path))
+            digest.update(b"%d:%s\0%d:" % (len(name), name.encode(), len(content)) + content)
+    return digest.hexdigest()
