@@ -94,8 +94,7 @@ async def file_references(request: FileReferencesRequest) -> FileReferences:
     text = contents[0].content.decode(errors="replace") if contents else ""
     if request.path.endswith(".py"):
         return FileReferences(
-            parse_imports(request.path, text, request.source_root)
-            + parse_links(request.path, text)
+            parse_imports(request.path, text, request.source_root) + parse_links(request.path, text)
         )
     return FileReferences(parse_includes(request.path, text, request.include_dirs))
 

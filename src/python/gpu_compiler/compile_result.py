@@ -75,7 +75,7 @@ class KernelInfo:
     cooperative: bool = False  # grid sync: the runtime must launch it cooperatively
 
     def metadata(self) -> Dict[str, Any]:
-        out = {
+        out: Dict[str, Any] = {
             "name": self.name,
             "entry": self.entry,
             "signature": self.signature,
@@ -124,7 +124,9 @@ class ModuleOutput:
         }
         if self.parts:
             out["ptx_link"] = [p.file for p in self.parts]
-            out["ptx_link_sha256"] = {p.file: hashlib.sha256(p.data).hexdigest() for p in self.parts}
+            out["ptx_link_sha256"] = {
+                p.file: hashlib.sha256(p.data).hexdigest() for p in self.parts
+            }
         return out
 
 

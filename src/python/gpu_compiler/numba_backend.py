@@ -55,7 +55,6 @@ from gpu_compiler.numba_eager import signature_text
 from gpu_compiler.numba_errors import import_failure, located_error
 from gpu_compiler.numba_ptx import NumbaKernelPTX, compile_kernel_ptx, kernel_ptx
 from gpu_compiler.numba_signatures import (
-    AOT_ATTR,
     aot_table_line,
     kernel_dispatcher,
     read_signatures,

@@ -54,9 +54,11 @@ def lazy_eager_jit() -> Iterator[None]:
         if signatures is None:
             return original(func_or_sig, *args, **kwargs)
 
+        recorded = tuple(signatures)
+
         def decorate(func: Any) -> Any:
             disp = original(func, *args, **kwargs)
-            setattr(disp, EAGER_ATTR, tuple(signatures))
+            setattr(disp, EAGER_ATTR, recorded)
             return disp
 
         return decorate

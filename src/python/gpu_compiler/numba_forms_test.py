@@ -54,7 +54,7 @@ def test_eager_signature_forms_compile_as_written():
     ]
     assert k.params[:2] == ["u64", "u64"]
     lazy, _ = _kernels(r)["lazy/lazy__0"]
-    assert lazy.args[1] == {"kind": "array", "dtype": "float32", "ndim": 0, "layout": "C"}
+    assert (lazy.args or [])[1] == {"kind": "array", "dtype": "float32", "ndim": 0, "layout": "C"}
     assert all(not k.cooperative for k, _m in _kernels(r).values())
 
 
@@ -86,9 +86,13 @@ def test_doc_kernels_build(name, cap):
 def test_record_array_argument_metadata():
     r = compile_source(DOCS + "montecarlo.py", "sm_90", OPTS)
     (k,) = [k for m in r.modules for k in m.kernels]
-    assert k.args[1] == {
+    assert (k.args or [])[1] == {
         "kind": "array",
-        "dtype": {"fields": [["s0", "uint64", 0], ["s1", "uint64", 8]], "itemsize": 16, "aligned": True},
+        "dtype": {
+            "fields": [["s0", "uint64", 0], ["s1", "uint64", 8]],
+            "itemsize": 16,
+            "aligned": True,
+        },
         "ndim": 1,
         "layout": "C",
     }

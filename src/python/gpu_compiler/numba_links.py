@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import display_path
@@ -169,7 +169,8 @@ def fatbin_elf_archs(data: bytes) -> List[int]:
     or object): fatbin header magic 0xBA55ED50, then entries of kind 2 (ELF) with the arch."""
     import struct
 
-    archs, i = set(), 0
+    archs: Set[int] = set()
+    i = 0
     while True:
         i = data.find(struct.pack("<I", 0xBA55ED50), i)
         if i < 0 or i + 16 > len(data):

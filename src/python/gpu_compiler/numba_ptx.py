@@ -5,8 +5,8 @@ abi="numba", output="ptx")`` runs) produces the kernel's code library; PTX -> cu
 ``gpu_compiler.linker``'s job. Why the internal function: ``cuda.compile`` returns the PTX alone
 and drops what the library says must be linked with it: the files of ``cuda.declare_device(...,
 link=...)`` and whether grid sync made it cooperative (libcudadevrt). The numba-cuda version is
-pinned by the toolchain lockfile. Why the current device is patched: numba-cuda asks the *current device* for the
-compute capability when it compiles a device function called by a kernel
+pinned by the toolchain lockfile. Why the current device is patched: numba-cuda asks the
+*current device* for the compute capability when it compiles a device function called by a kernel
 (``CUDADispatcher.compile_device``), which fails without a GPU and would use
 the wrong target with one.
 """
@@ -80,7 +80,7 @@ def compile_kernel_ptx(
     ``fast_math`` and ``lineinfo`` add to the kernel's own ``@cuda.jit`` options,
     never take them away; ``opt`` and ``launch_bounds`` are the kernel's own.
     """
-    from numba.cuda.compiler import _compile_pyfunc_with_fixup
+    from numba.cuda.compiler import _compile_pyfunc_with_fixup  # type: ignore[attr-defined]
 
     opts = dispatcher.targetoptions
     with _target_capability(cc), fresh_counters():
