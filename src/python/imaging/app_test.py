@@ -81,13 +81,14 @@ def test_missing_cache_is_a_message_and_exit_2(tmp_path, monkeypatch, capsys):
     assert err.startswith("error: no manifest.json in ") and "Traceback" not in err
 
 
-def test_no_cache_anywhere(tmp_path, monkeypatch, capsys):
-    for var in ("GPU_RUNTIME_CACHE", "GPU_RUNTIME_DEV_SOURCES", "PEX"):
+def test_no_cache_anywhere_and_strict(tmp_path, monkeypatch, capsys):
+    for var in ("GPU_RUNTIME_CACHE", "PEX"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GPU_RUNTIME_STRICT", "1")
     monkeypatch.setattr("sys.argv", [str(tmp_path / "app.pex")])
     rc, _, err = run_app(capsys)
     assert rc == 2 and err.startswith("error: No GPU kernel cache found")
-    assert os.path.join(str(tmp_path), "cache") in err
+    assert os.path.join(str(tmp_path), "cache") in err and "strict mode" in err
 
 
 def test_tampered_file_is_refused(example_bundle, fake_gpu, monkeypatch, capsys):
