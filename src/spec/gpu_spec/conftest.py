@@ -42,7 +42,7 @@ def _kernel(name: str, entry: str, sig: Optional[str], abi: str, args, params) -
     }
 
 
-def arr(dtype: str, ndim: int, layout: str = "C") -> Dict[str, Any]:
+def arr(dtype: Any, ndim: int, layout: str = "C") -> Dict[str, Any]:
     return {"kind": "array", "dtype": dtype, "ndim": ndim, "layout": layout}
 
 
@@ -149,6 +149,67 @@ SOBEL = [
     )
 ]
 
+
+def ptr(dtype: str) -> Dict[str, Any]:
+    return {"kind": "pointer", "dtype": dtype}
+
+
+# numba.cuda.random's xoroshiro128p_dtype as gpu_compiler writes it.
+XOROSHIRO128P = {
+    "fields": [["s0", "uint64", 0], ["s1", "uint64", 8]],
+    "itemsize": 16,
+    "aligned": True,
+}
+
+# A cooperative kernel (grid sync) that links libcudadevrt.a and a CUDA C++ part for its PTX,
+# a kernel taking an array of records and one taking raw pointers and a 0-d array.
+ISSUE9 = [
+    (
+        "laplace__0",
+        [
+            dict(
+                _kernel(
+                    "solve_heat_equation",
+                    "_Zlaplace",
+                    "void(float32[::1], int64, float32)",
+                    "numba",
+                    [arr("float32", 1), scal("int64"), scal("float32")],
+                    numba_array_params(1) + ["u64", "f32"],
+                ),
+                cooperative=True,
+            )
+        ],
+        ["libcudadevrt.a", "functions.ptx"],
+    ),
+    (
+        "rng__0",
+        [
+            _kernel(
+                "compute_pi",
+                "_Zrng",
+                "void(Record(s0[type=uint64;offset=0],s1[type=uint64;offset=8];16;True)[::1], "
+                "float32[::1])",
+                "numba",
+                [arr(XOROSHIRO128P, 1), arr("float32", 1)],
+                numba_array_params(1) * 2,
+            )
+        ],
+    ),
+    (
+        "cpointer__0",
+        [
+            _kernel(
+                "add_pointers",
+                "_Zcptr",
+                "void(CPointer(float32), voidptr, float32[::1])",
+                "numba",
+                [ptr("float32"), ptr("void"), arr("float32", 0)],
+                ["u64", "u64"] + numba_array_params(0),
+            )
+        ],
+    ),
+]
+
 # A second library that also defines "saxpy", for ambiguity tests.
 SAXPY2 = [
     (
@@ -184,19 +245,23 @@ def make_metadata(
 ) -> Dict[str, Any]:
     isa = ISA_FOR[cuda]
     mods = []
-    for mname, kernels in modules:
+    for mname, kernels, *link in modules:
         ptx = content(lib, mname, capability, "ptx")
         cubin = content(lib, mname, capability, "cubin")
-        mods.append(
-            {
-                "name": mname,
-                "ptx": f"{mname}.ptx",
-                "cubin": f"{mname}.cubin",
-                "ptx_sha256": hashlib.sha256(ptx).hexdigest(),
-                "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
-                "kernels": kernels,
+        mod = {
+            "name": mname,
+            "ptx": f"{mname}.ptx",
+            "cubin": f"{mname}.cubin",
+            "ptx_sha256": hashlib.sha256(ptx).hexdigest(),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
+            "kernels": kernels,
+        }
+        if link and link[0]:
+            mod["ptx_link"] = list(link[0])
+            mod["ptx_link_sha256"] = {
+                n: hashlib.sha256(content(lib, n, capability, "link")).hexdigest() for n in link[0]
             }
-        )
+        mods.append(mod)
     return {
         "schema": 1,
         "source": source,
@@ -216,6 +281,7 @@ LIBS = {
     "histogram": ("src/python/imaging/kernels/histogram.py", "numba", HISTOGRAM),
     "matmul": ("src/python/imaging/kernels/matmul.cu", "cuda_cpp", MATMUL),
     "sobel": ("src/python/imaging/kernels/sobel.cu", "cuda_cpp", SOBEL),
+    "issue9": ("src/python/numba_docs/kernels/issue9.py", "numba", ISSUE9),
 }
 
 
@@ -261,6 +327,9 @@ def write_bundle(root: str, specs, bundle: str = "imaging_h200", driver: str = "
                 for kind in ("ptx", "cubin"):
                     with open(os.path.join(d, m[kind]), "wb") as f:
                         f.write(file_bytes(spec["name"], m["name"], md["capability"], kind))
+                for n in m.get("ptx_link", ()):
+                    with open(os.path.join(d, n), "wb") as f:
+                        f.write(file_bytes(spec["name"], n, md["capability"], "link"))
     with open(os.path.join(cache, MANIFEST_NAME), "w") as f:
         f.write(dumps_manifest(manifest))
     return cache

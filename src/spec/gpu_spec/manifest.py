@@ -46,6 +46,12 @@ Schema 1 (every key is required unless marked optional; unknown keys are ignored
                   "name": "saxpy__0",
                   "ptx": "saxpy/cuda13/sm_90/saxpy__0.ptx",      # or null; relative to cache/
                   "cubin": "saxpy/cuda13/sm_90/saxpy__0.cubin",  # or null; relative to cache/
+                  "ptx_link": ["saxpy/cuda13/sm_90/libcudadevrt.a", ...],  # optional, default []:
+                                   #   what the driver's linker links with "ptx" (cuLinkCreate,
+                                   #   cuLinkAddData, cuLinkComplete) to load the PTX variant: the
+                                   #   PTX of linked CUDA C++ (".ptx") and the device runtime
+                                   #   library of cooperative groups (".a"); kinds by file name
+                                   #   ending in PTX_LINK_KINDS; the cubin is already linked
                   "kernels": [
                     {
                       "name": "saxpy",     # Python function name, or NVRTC name expression
@@ -55,6 +61,12 @@ Schema 1 (every key is required unless marked optional; unknown keys are ignored
                       "abi": "numba" | "c",
                       "args": [{"kind": "array", "dtype": "float32", "ndim": 1, "layout": "C"},
                                {"kind": "scalar", "dtype": "float32"}, ...] | null,   # null for "c"
+                                   #   "ndim" may be 0 (a 0-d array); "dtype" may be a record
+                                   #   object (gpu_spec.dtypes) for numpy structured dtypes;
+                                   #   {"kind": "pointer", "dtype": "float32" | "void"} is a raw
+                                   #   pointer (CPointer(float32), voidptr)
+                      "cooperative": true,  # optional, default false: uses grid sync, so it
+                                   #   needs a cooperative launch (co-resident grid)
                       "params": ["u64", "f32", ...] | null,  # PTX .param types of the entry
                       "resources": {"registers": 12, "shared_bytes": 0, ...}         # optional
                     }
@@ -91,16 +103,37 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
+from gpu_spec.dtypes import DtypeJSON
+
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+
+# What a module's "ptx_link" file is, by its name's ending: the driver linker input type
+# (cuLinkAddData's CUjitInputType) the runtime gives it.
+PTX_LINK_KINDS = {
+    ".ptx": "CU_JIT_INPUT_PTX",  # PTX of a linked part (CUDA C++ compiled by NVRTC)
+    ".a": "CU_JIT_INPUT_LIBRARY",  # a device library archive (libcudadevrt.a)
+    ".fatbin": "CU_JIT_INPUT_FATBINARY",
+    ".cubin": "CU_JIT_INPUT_CUBIN",  # relocatable device code for the capability
+}
+
+
+def ptx_link_kind(path: str) -> Optional[str]:
+    """The driver linker input type of a "ptx_link" file, or None if its kind is unknown."""
+    for ext, kind in PTX_LINK_KINDS.items():
+        if path.endswith(ext):
+            return kind
+    return None
 
 
 @dataclass(frozen=True)
 class ArgSpec:
     """One Python-level argument of a numba kernel signature."""
 
-    kind: str  # "array" | "scalar" (others are kept and refused at launch)
-    dtype: Optional[str] = None
+    kind: str  # "array" | "scalar" | "pointer" (others are kept and refused at launch)
+    # A dtype name, or a record object (gpu_spec.dtypes); "void" for a voidptr pointer. Not
+    # hashed: a record is a dict.
+    dtype: Optional[DtypeJSON] = field(default=None, hash=False)
     ndim: Optional[int] = None
     layout: Optional[str] = None  # "C" | "F" | "A" (arrays only)
 
@@ -124,9 +157,11 @@ class KernelSpec:
     args: Optional[Tuple[ArgSpec, ...]] = None
     params: Optional[Tuple[str, ...]] = None
     resources: Dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Uses grid-wide sync (cooperative groups): must be launched with a cooperative launch.
+    cooperative: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        d: Dict[str, Any] = {
             "name": self.name,
             "entry": self.entry,
             "abi": self.abi,
@@ -135,6 +170,9 @@ class KernelSpec:
             "params": None if self.params is None else list(self.params),
             "resources": dict(self.resources),
         }
+        if self.cooperative:
+            d["cooperative"] = True
+        return d
 
     def describe(self) -> str:
         sig = self.signature
@@ -152,14 +190,20 @@ class ModuleSpec:
     ptx: Optional[str]
     cubin: Optional[str]
     kernels: Tuple[KernelSpec, ...]
+    # Files the driver's linker links with `ptx` to load the PTX variant (see PTX_LINK_KINDS);
+    # the cubin is already fully linked.
+    ptx_link: Tuple[str, ...] = ()
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        d: Dict[str, Any] = {
             "name": self.name,
             "ptx": self.ptx,
             "cubin": self.cubin,
             "kernels": [k.to_dict() for k in self.kernels],
         }
+        if self.ptx_link:
+            d["ptx_link"] = list(self.ptx_link)
+        return d
 
 
 @dataclass(frozen=True)

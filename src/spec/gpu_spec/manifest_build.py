@@ -94,13 +94,46 @@ def _module_file(
     where: str,
 ) -> Optional[str]:
     """The cache path of a module's "ptx" or "cubin" file (its digest recorded), or None."""
-    fname = module.get(key)
+    return _place_file(
+        draft, module.get(key), module.get(f"{key}_sha256"), key, vdir, digests, where
+    )
+
+
+def _link_files(
+    draft: _LibraryDraft,
+    module: Mapping[str, Any],
+    vdir: str,
+    digests: Mapping[str, str],
+    where: str,
+) -> List[str]:
+    """The cache paths of a module's "ptx_link" files; metadata gives their digests in
+    "ptx_link_sha256" ({file name: sha256})."""
+    names = module.get("ptx_link") or []
+    recorded = module.get("ptx_link_sha256") or {}
+    if not isinstance(names, list) or not isinstance(recorded, dict):
+        draft.errors.append(f"{where}: ptx_link is not a list of file names with their digests")
+        return []
+    placed = [
+        _place_file(draft, n, recorded.get(n), "ptx_link", vdir, digests, where) for n in names
+    ]
+    return [p for p in placed if p]
+
+
+def _place_file(
+    draft: _LibraryDraft,
+    fname: Any,
+    recorded: Any,
+    key: str,
+    vdir: str,
+    digests: Mapping[str, str],
+    where: str,
+) -> Optional[str]:
     if not fname:
         return None
     if not isinstance(fname, str) or "/" in fname or check_relpath(fname):
         draft.errors.append(f"{where}: {key} file name {fname!r} is not a plain file name")
         return None
-    recorded, measured = module.get(f"{key}_sha256"), digests.get(fname)
+    measured = digests.get(fname)
     if measured is not None and recorded is not None and measured != recorded:
         draft.errors.append(
             f"{where}: {fname} has sha256 {measured} but its metadata says {recorded}"
@@ -138,14 +171,16 @@ def _add_output(draft: _LibraryDraft, out: Mapping[str, Any], where: str) -> Non
     modules = []
     for j, m in enumerate(md["modules"]):
         mw = f"{where} module {j}"
-        modules.append(
-            {
-                "name": m.get("name"),
-                "ptx": _module_file(draft, m, "ptx", vdir, digests, mw),
-                "cubin": _module_file(draft, m, "cubin", vdir, digests, mw),
-                "kernels": m.get("kernels"),
-            }
-        )
+        module = {
+            "name": m.get("name"),
+            "ptx": _module_file(draft, m, "ptx", vdir, digests, mw),
+            "cubin": _module_file(draft, m, "cubin", vdir, digests, mw),
+            "kernels": m.get("kernels"),
+        }
+        link = _link_files(draft, m, vdir, digests, mw)
+        if link:
+            module["ptx_link"] = link
+        modules.append(module)
     draft.variants.append(
         {
             "capability": md["capability"],

@@ -9,8 +9,17 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Tuple
 
 from gpu_spec.capabilities import parse_capability
+from gpu_spec.dtypes import dtype_problems
 from gpu_spec.errors import SpecError
-from gpu_spec.manifest import ArgSpec, KernelSpec, Library, ModuleSpec, Variant
+from gpu_spec.manifest import (
+    PTX_LINK_KINDS,
+    ArgSpec,
+    KernelSpec,
+    Library,
+    ModuleSpec,
+    Variant,
+    ptx_link_kind,
+)
 from gpu_spec.manifest_checker import NAME_RE, SHA256_RE, Checker, short
 from gpu_spec.metadata import ABIS, LANGUAGES
 from gpu_spec.paths import check_relpath
@@ -30,7 +39,9 @@ def _parse_args(c: Checker, raw: Any, where: str) -> Optional[Tuple[ArgSpec, ...
             c.err(w, "expected object")
             continue
         kind = c.string(a, "kind", w)
-        dtype = c.get(a, "dtype", str, w, optional=True, nullable=True)
+        dtype = c.get(a, "dtype", (str, dict), w, optional=True, nullable=True)
+        for problem in dtype_problems(dtype, f"{w}.dtype") if dtype is not None else ():
+            c.err("", problem)
         ndim = c.get(a, "ndim", int, w, optional=True, nullable=True)
         layout = c.get(a, "layout", str, w, optional=True, nullable=True)
         if kind == "array":
@@ -40,8 +51,8 @@ def _parse_args(c: Checker, raw: Any, where: str) -> Optional[Tuple[ArgSpec, ...
                 c.err(f"{w}.ndim", "missing or negative for an array argument")
             if layout not in ("C", "F", "A"):
                 c.err(f"{w}.layout", f'{short(layout)} is not one of "C", "F", "A"')
-        elif kind == "scalar" and dtype is None:
-            c.err(f"{w}.dtype", "missing for a scalar argument")
+        elif kind in ("scalar", "pointer") and dtype is None:
+            c.err(f"{w}.dtype", f"missing for a {kind} argument")
         out.append(ArgSpec(kind=kind or "", dtype=dtype, ndim=ndim, layout=layout))
     return tuple(out)
 
@@ -67,6 +78,7 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
         else:
             params = tuple(params_raw)
     resources = c.get(raw, "resources", dict, where, optional=True, nullable=True) or {}
+    cooperative = c.get(raw, "cooperative", bool, where, optional=True, default=False)
     if name is None or entry is None or abi is None:
         return None
     return KernelSpec(
@@ -77,6 +89,7 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
         args=args,
         params=params,
         resources=dict(resources),
+        cooperative=bool(cooperative),
     )
 
 
@@ -99,6 +112,7 @@ def _parse_module(
         paths[key] = p
     if paths["ptx"] is None and paths["cubin"] is None:
         c.err(where, 'has neither "ptx" nor "cubin"')
+    ptx_link = _parse_ptx_link(c, raw, where, files, paths["ptx"])
     kraw = c.get(raw, "kernels", list, where, default=[])
     kernels = []
     for i, k in enumerate(kraw):
@@ -109,7 +123,35 @@ def _parse_module(
         c.err(f"{where}.kernels", "is empty")
     if name is None:
         return None
-    return ModuleSpec(name=name, ptx=paths["ptx"], cubin=paths["cubin"], kernels=tuple(kernels))
+    return ModuleSpec(
+        name=name,
+        ptx=paths["ptx"],
+        cubin=paths["cubin"],
+        kernels=tuple(kernels),
+        ptx_link=ptx_link,
+    )
+
+
+def _parse_ptx_link(
+    c: Checker, raw: Mapping[str, Any], where: str, files: Mapping[str, str], ptx: Optional[str]
+) -> Tuple[str, ...]:
+    """A module's "ptx_link" files: listed in "files", of a kind the driver linker takes."""
+    items = c.get(raw, "ptx_link", list, where, optional=True, default=[]) or []
+    out = []
+    for i, p in enumerate(items):
+        w = f"{where}.ptx_link[{i}]"
+        why = check_relpath(p) if isinstance(p, str) else "not a string"
+        if why:
+            c.err(w, f"{short(p)}: {why}")
+        elif p not in files:
+            c.err(w, f'{short(p)} is not listed in "files"')
+        elif ptx_link_kind(p) is None:
+            c.err(w, f"{short(p)} does not end in one of {', '.join(PTX_LINK_KINDS)}")
+        else:
+            out.append(p)
+    if items and ptx is None:
+        c.err(f"{where}.ptx_link", 'given for a module without "ptx"')
+    return tuple(out)
 
 
 def _parse_variant(

@@ -123,7 +123,7 @@ def _parse_libraries(
         for lib in libraries
         for v in lib.variants
         for m in v.modules
-        for path in (m.ptx, m.cubin)
+        for path in (m.ptx, m.cubin, *m.ptx_link)
         if path
     }
     for path in sorted(set(files) - used):

@@ -15,7 +15,13 @@ cache read it to build a manifest (`gpu_spec.manifest_build`). Schema 1::
       "options": {"fast_math": false, ...},
       "modules": [{"name": "saxpy__0", "ptx": "saxpy__0.ptx", "cubin": "saxpy__0.cubin",
                    "ptx_sha256": "<64 hex>", "cubin_sha256": "<64 hex>",
+                   "ptx_link": ["libcudadevrt.a", "functions.ptx"],      # optional
+                   "ptx_link_sha256": {"libcudadevrt.a": "<64 hex>", ...},  # with ptx_link
                    "kernels": [...]}]      # kernels as in the manifest (gpu_spec.manifest)
+
+"ptx_link" names files of the compile output (beside the PTX) that the driver's linker must
+link with the module's PTX to load it (see gpu_spec.manifest: PTX_LINK_KINDS); a module's cubin
+is already linked with them. A file may be shared by several modules of one compile.
     }
 """
 
