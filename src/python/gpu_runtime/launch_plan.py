@@ -275,11 +275,12 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     values, parts = _per_arg(kernel, args)
     if kernel.abi == "numba" and tuple(values) != packed.values:
         raise AssertionError(f"{kernel.describe()}: the plan disagrees with the ABI's packing")
+    coop = kernel.cooperative
     if any(p is None for p in parts):
-        return LaunchPlan(func, packed, None, ())
+        return LaunchPlan(func, packed, None, (), coop)
     codes = [c for p in parts for c in p[0]]
     extractors = tuple(p[1] for p in parts)
-    plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors)
+    plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors, coop)
     key = pattern_key(args)[0]
     if key is not None:
         steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
@@ -351,12 +352,28 @@ class LaunchPlan:
     threads launching the same kernel never write into each other's parameters.
     """
 
-    __slots__ = ("func", "fast", "steps", "repack", "_struct", "_extractors", "_layout", "_local")
+    __slots__ = (
+        "func",
+        "cooperative",
+        "fast",
+        "steps",
+        "repack",
+        "_struct",
+        "_extractors",
+        "_layout",
+        "_local",
+    )
 
     def __init__(
-        self, func: Any, packed: PackedArgs, fmt: Optional[str], extractors: Tuple[Any, ...]
+        self,
+        func: Any,
+        packed: PackedArgs,
+        fmt: Optional[str],
+        extractors: Tuple[Any, ...],
+        cooperative: bool = False,
     ) -> None:
         self.func = func
+        self.cooperative = cooperative  # grid sync: launched with cuLaunchCooperativeKernel
         self.fast = fmt is not None
         # per argument (kind, pattern part, reader), set by build_plan; None: the plan is
         # only found through its pattern key, and `repack` fits nothing
