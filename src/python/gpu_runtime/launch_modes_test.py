@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 import gpu_runtime
-from gpu_runtime.conftest import FakeBackend, FakeDeviceArray, file_bytes, library_specs, write_bundle
+from gpu_runtime.conftest import (
+    FakeBackend,
+    FakeDeviceArray,
+    file_bytes,
+    library_specs,
+    write_bundle,
+)
 from gpu_runtime.errors import DispatchError, IntegrityError, LaunchError
 from gpu_runtime.xoroshiro import xoroshiro128p_dtype
 
@@ -40,7 +46,10 @@ def test_cooperative_kernel_is_launched_cooperatively(docs, fake_backend):
         k[396, 256](vec(1000), 5, np.float32(0.25))  # 3 x 132 SMs: exactly co-resident
     assert fake_backend.launches == []
     assert [c[1:3] for c in fake_backend.cooperative_launches] == [((396, 1, 1), (256, 1, 1))] * 2
-    assert fake_backend.cooperative_launches[0][5][-2:] == [struct.pack("<q", 5), struct.pack("<f", 0.25)]
+    assert fake_backend.cooperative_launches[0][5][-2:] == [
+        struct.pack("<q", 5),
+        struct.pack("<f", 0.25),
+    ]
     # the occupancy is asked once per (block, shared memory)
     assert fake_backend.occupancy_queries == [("active", "_Zlaplace", 256, 0)]
     assert k.max_cooperative_grid_blocks(256) == 396
@@ -81,7 +90,11 @@ def test_forall_takes_the_block_size_of_the_occupancy_calculator(bundle, fake_ba
     (_, grid, block, *_), _ = fake_backend.launches
     assert block == (768, 1, 1) and grid == (14, 1, 1)  # ceil(10000 / 768)
     (query,) = fake_backend.occupancy_queries  # asked once per (function, shared memory)
-    assert query[0] == "potential" and query[1].startswith("_ZN6cudapy5saxpy") and query[2:] == (0, 1024)
+    assert (
+        query[0] == "potential"
+        and query[1].startswith("_ZN6cudapy5saxpy")
+        and query[2:] == (0, 1024)
+    )
 
 
 def test_forall_with_threads_per_block_and_edge_counts(bundle, fake_backend):
@@ -105,9 +118,13 @@ def test_ptx_variant_links_its_parts_verified(docs):
     backend = FakeBackend()
     c = open_docs(docs, backend, prefer="ptx")
     c.kernel("solve_heat_equation").load()
-    (name, inputs), = backend.links
+    ((name, inputs),) = backend.links
     assert name == "issue9/laplace__0"
-    assert [k for k, _ in inputs] == ["CU_JIT_INPUT_PTX", "CU_JIT_INPUT_LIBRARY", "CU_JIT_INPUT_PTX"]
+    assert [k for k, _ in inputs] == [
+        "CU_JIT_INPUT_PTX",
+        "CU_JIT_INPUT_LIBRARY",
+        "CU_JIT_INPUT_PTX",
+    ]
     assert inputs[1][1] == file_bytes("issue9", "libcudadevrt.a", "sm_90", "link")
     assert inputs[2][1] == file_bytes("issue9", "functions.ptx", "sm_90", "link")
     c.kernel("compute_pi").load()  # no ptx_link: a plain PTX load

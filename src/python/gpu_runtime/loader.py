@@ -19,7 +19,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from gpu_runtime.errors import GpuRuntimeError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
 from gpu_runtime.selection import Choice
-from gpu_spec.manifest import PTX_LINK_KINDS, KernelSpec, Library, ModuleSpec, Variant, ptx_link_kind
+from gpu_spec.manifest import (
+    PTX_LINK_KINDS,
+    KernelSpec,
+    Library,
+    ModuleSpec,
+    Variant,
+    ptx_link_kind,
+)
 
 log = logging.getLogger("gpu_runtime")
 

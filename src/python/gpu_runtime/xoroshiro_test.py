@@ -54,7 +54,9 @@ def test_subsequence_start_shifts_the_sequence():
     full = xoroshiro128p_states(70, 9)
     assert words(xoroshiro128p_states(10, 9, 60)) == words(full[60:])
     big = 2**40 + 3  # 2**40 jumps: only the matrix powers make this possible
-    assert words(xoroshiro128p_states(2, 9, big))[1] == words(xoroshiro128p_states(1, 9, big + 1))[0]
+    assert (
+        words(xoroshiro128p_states(2, 9, big))[1] == words(xoroshiro128p_states(1, 9, big + 1))[0]
+    )
 
 
 def test_edges():

@@ -45,7 +45,9 @@ def run_case(cache: gpu_runtime.KernelCache, library: str) -> Row:
     except Exception as e:  # reported in the table; the traceback goes to stderr
         traceback.print_exc(file=sys.stderr)
         return (library, "yes", "no", "-", "FAIL", variant, f"{type(e).__name__}: {e}")
-    note = f"{(time.perf_counter() - t0) * 1e3:.0f} ms" + (f"; {result.note}" if result.note else "")
+    note = f"{(time.perf_counter() - t0) * 1e3:.0f} ms" + (
+        f"; {result.note}" if result.note else ""
+    )
     return (
         library,
         "yes",
@@ -67,8 +69,12 @@ def format_table(rows: Sequence[Row]) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--prefer", choices=["auto", "cubin", "ptx"], default=None,
-                   help="restrict loading to cubins or to PTX (default: $GPU_RUNTIME_PREFER)")
+    p.add_argument(
+        "--prefer",
+        choices=["auto", "cubin", "ptx"],
+        default=None,
+        help="restrict loading to cubins or to PTX (default: $GPU_RUNTIME_PREFER)",
+    )
     p.add_argument("--only", action="append", choices=sorted(CASES), help="run only these")
     args = p.parse_args(argv)
     try:
@@ -77,7 +83,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except GpuRuntimeError as e:
         print(f"numba_docs check: {e}", file=sys.stderr)
         return 2
-    print(f"bundle {cache.manifest.bundle!r} at {cache.root} on {device}; prefer {args.prefer or 'env/auto'}")
+    print(
+        f"bundle {cache.manifest.bundle!r} at {cache.root} on {device}; prefer {args.prefer or 'env/auto'}"
+    )
     rows = [run_case(cache, lib) for lib in (args.only or list(CASES))]
     print(format_table(rows))
     failed = [r[0] for r in rows if r[4] != "ok"]

@@ -66,14 +66,22 @@ def test_a_case_that_runs_and_one_missing_from_the_bundle(bundle, driver):
     row = check.run_case(cache, "cpointer")
     assert row[:6] == ("cpointer", "yes", "yes", "0", "ok", "cubin sm_90")
     assert check.run_case(cache, "vecadd") == (
-        "vecadd", "no", "-", "-", "FAIL", "-", "not in the bundle's manifest"
+        "vecadd",
+        "no",
+        "-",
+        "-",
+        "FAIL",
+        "-",
+        "not in the bundle's manifest",
     )
 
 
 def test_wrong_results_and_errors_fail(bundle, driver):
     row = check.run_case(gpu_runtime.open_cache(bundle, backend=FakeBackend()), "cpointer")
     assert row[2:5] == ("yes", "1", "FAIL")  # ran, nothing was added
-    row = check.run_case(gpu_runtime.open_cache(bundle, backend=FakeBackend(), prefer="ptx"), "cpointer")
+    row = check.run_case(
+        gpu_runtime.open_cache(bundle, backend=FakeBackend(), prefer="ptx"), "cpointer"
+    )
     assert row[:3] == ("cpointer", "yes", "yes") and row[5] == "ptx sm_90"
 
 

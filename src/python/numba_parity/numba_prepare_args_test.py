@@ -47,7 +47,9 @@ def device_array(shape, dtype, ptr=PTR, strides=None) -> DeviceNDArray:
     return DeviceNDArray(shape, strides, dtype, gpu_data=_Memory(ptr))
 
 
-def numba_params(argtypes: Sequence[Any], values: Sequence[Any], sizes: Sequence[int]) -> List[bytes]:
+def numba_params(
+    argtypes: Sequence[Any], values: Sequence[Any], sizes: Sequence[int]
+) -> List[bytes]:
     """The bytes of each parameter numba would hand the driver."""
     kernel = _Kernel.__new__(_Kernel)
     kernel.extensions = []
@@ -83,7 +85,9 @@ def ours(argtypes: Sequence[Any], values: Sequence[Any]) -> List[bytes]:
     packed = pack_args(kernel, values)
     checked = list(ParamBuffer.from_packed(packed).param_bytes())
     plan = build_plan("f", kernel, values, packed)
-    buf = plan.repack(values) or plan.pack(values, [getattr(v, "__cuda_array_interface__", None) for v in values])
+    buf = plan.repack(values) or plan.pack(
+        values, [getattr(v, "__cuda_array_interface__", None) for v in values]
+    )
     assert list(buf.param_bytes()) == checked
     return checked
 
@@ -108,7 +112,11 @@ CASES = [
     (
         "mixed",
         [xoroshiro128p_type[::1], types.CPointer(types.int32), types.Array(types.float32, 0, "C")],
-        [device_array((10,), xoroshiro128p_dtype), PTR + 256, device_array((), np.float32, PTR + 512)],
+        [
+            device_array((10,), xoroshiro128p_dtype),
+            PTR + 256,
+            device_array((), np.float32, PTR + 512),
+        ],
     ),
 ]
 
