@@ -68,7 +68,8 @@ def compile_failure(
     spec: ToolchainSpec,
     stderr: bytes,
 ) -> GpuKernelCompileError:
-    report = stderr.decode(errors="replace").strip()
+    # The compiler names the toolchain's requirements file with a "<toolchain>" placeholder.
+    report = stderr.decode(errors="replace").strip().replace("<toolchain>", spec.resolve)
     failed = failed_capabilities(capabilities, report)
     of = "" if len(failed) == len(capabilities) else f" (of {', '.join(capabilities)})"
     return GpuKernelCompileError(

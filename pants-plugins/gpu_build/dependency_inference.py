@@ -1,4 +1,5 @@
-"""Dependency inference for `gpu_kernel`: `#include`s and first-party imports become dependencies.
+"""Dependency inference for `gpu_kernel`: `#include`s, first-party imports and the `.cu`/`.ptx`
+files a numba source links (`cuda.declare_device(..., link=...)`) become dependencies.
 
 As Pants' Python backend does for imports, each reference resolves to the file the compiler would
 read (the first candidate that exists, in the compiler's search order) and then to the targets
@@ -41,7 +42,13 @@ from pants.source.source_root import AllSourceRoots, SourceRoot, SourceRootReque
 from pants.util.logging import LogLevel
 from pants.util.strutil import bullet_list, softwrap
 
-from gpu_build.kernel_references import NO_INFER_DEP, Reference, parse_imports, parse_includes
+from gpu_build.kernel_references import (
+    NO_INFER_DEP,
+    Reference,
+    parse_imports,
+    parse_includes,
+    parse_links,
+)
 from gpu_build.subsystem import GpuToolchains
 from gpu_build.target_types import (
     GpuKernelDependenciesField,
@@ -86,7 +93,9 @@ async def file_references(request: FileReferencesRequest) -> FileReferences:
     contents = await Get(DigestContents, PathGlobs([request.path]))
     text = contents[0].content.decode(errors="replace") if contents else ""
     if request.path.endswith(".py"):
-        return FileReferences(parse_imports(request.path, text, request.source_root))
+        return FileReferences(
+            parse_imports(request.path, text, request.source_root) + parse_links(request.path, text)
+        )
     return FileReferences(parse_includes(request.path, text, request.include_dirs))
 
 

@@ -192,3 +192,61 @@ def parse_imports(path: str, text: str, source_root: str) -> tuple[Reference, ..
                 )
             )
     return tuple(sorted(references, key=lambda r: (r.lineno, r.text)))
+
+
+# -----------------------------------------------------------------------------------------------
+# Files a numba source links (cuda.declare_device(..., link=...), @cuda.jit(link=[...]))
+
+LINK_SUFFIXES = (".cu", ".ptx")
+
+
+def _link_texts(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, relative path) of every string naming a `.cu`/`.ptx` file: a literal, or the
+    literal tail of an `os.path.join(..., "ffi", "functions.cu")` (the numba docs' form)."""
+    found: list[tuple[int, str]] = []
+    joined: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "join":
+            tail: list[str] = []
+            for arg in reversed(node.args):
+                if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                    break
+                tail.insert(0, arg.value)
+                joined.add(id(arg))
+            if tail and tail[-1].endswith(LINK_SUFFIXES):
+                found.append((node.lineno, "/".join(tail)))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.endswith(LINK_SUFFIXES)
+            and id(node) not in joined
+            and "\n" not in node.value
+        ):
+            found.append((node.lineno, node.value))
+    return found
+
+
+def parse_links(path: str, text: str) -> tuple[Reference, ...]:
+    """The CUDA C++ / PTX files a numba source may link, looked up as gpu_compiler does: beside
+    the source first, then from the build root."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError):
+        return ()
+    lines = text.splitlines()
+    references = []
+    for lineno, name in _link_texts(tree):
+        if NO_INFER_DEP in lines[lineno - 1]:
+            continue
+        here = os.path.normpath(os.path.join(os.path.dirname(path), name))
+        references.append(
+            Reference(
+                file=path,
+                lineno=lineno,
+                text=f'"{name}"',
+                candidates=_dedupe((here, os.path.normpath(name))),
+                expect_owner=True,
+            )
+        )
+    return tuple(sorted(set(references), key=lambda r: (r.lineno, r.text)))

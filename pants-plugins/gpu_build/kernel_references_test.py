@@ -164,3 +164,20 @@ def test_parse_imports_beyond_top_level_and_syntax_errors() -> None:
     assert parse_imports("src/pkg/m.py", "from .. import x\n", "src") == ()
     assert parse_imports("src/m.py", "from . import x\n", "src") == ()
     assert parse_imports("src/m.py", "def (:\n", "src") == ()
+
+
+def test_link_files_of_a_numba_source() -> None:
+    from gpu_build.kernel_references import parse_links
+
+    text = (
+        "import os\n"
+        'functions_cu = os.path.join(basedir, "ffi", "functions.cu")\n'
+        'mul = cuda.declare_device("m", "float32(float32)", link="parts/mul.ptx")\n'
+        'skip = "other.cu"  # pants: no-infer-dep\n'
+    )
+    refs = parse_links("src/k/kern.py", text)
+    assert [(r.lineno, r.text, r.candidates) for r in refs] == [
+        (2, '"ffi/functions.cu"', ("src/k/ffi/functions.cu", "ffi/functions.cu")),
+        (3, '"parts/mul.ptx"', ("src/k/parts/mul.ptx", "parts/mul.ptx")),
+    ]
+    assert all(r.expect_owner for r in refs)

@@ -8,10 +8,11 @@ metadata) is the same for both and works on ``StagedModule``s.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from gpu_compiler.compile_result import CompileOptions
+from gpu_compiler.numba_links import LinkPart, PartCompiler
 from gpu_spec.metadata import LANG_NUMBA
 
 
@@ -24,15 +25,18 @@ class StagedKernel(NamedTuple):
     abi: str
     args: Optional[List[Dict[str, Any]]]
     params: List[str]
+    cooperative: bool = False
 
 
 @dataclass
 class StagedModule:
-    """One module's PTX as a backend produced it, not yet relabelled or linked."""
+    """One module's PTX as a backend produced it, not yet relabelled or linked, and the
+    parts (``gpu_compiler.numba_links``) linked with it."""
 
     name: str
     ptx: str
     kernels: List[StagedKernel]
+    parts: List[LinkPart] = field(default_factory=list)
 
 
 def stage_modules(
@@ -50,20 +54,34 @@ def _stage_numba(
     """One module per (kernel, signature); nothing from numba is collected as a warning."""
     from gpu_compiler.numba_backend import compile_numba_source
 
+    compiled = compile_numba_source(
+        source_path,
+        capability,
+        sys_path=options.sys_path,
+        fast_math=options.fast_math,
+        lineinfo=options.lineinfo,
+        sandbox_root=options.sandbox_root,
+    )
+    parts = PartCompiler(
+        source_path,
+        capability,
+        options.fast_math,
+        options.lineinfo,
+        options.sandbox_root,
+        taken=tuple("%s.%s" % (k.module_name, x) for k in compiled for x in ("ptx", "cubin")),
+    )
     staged = [
         StagedModule(
             k.module_name,
             k.ptx,
-            [StagedKernel(k.kernel, k.entry, k.signature, "numba", k.args, k.params)],
+            [
+                StagedKernel(
+                    k.kernel, k.entry, k.signature, "numba", k.args, k.params, k.cooperative
+                )
+            ],
+            parts.parts_for(k.kernel, k.link, k.cooperative),
         )
-        for k in compile_numba_source(
-            source_path,
-            capability,
-            sys_path=options.sys_path,
-            fast_math=options.fast_math,
-            lineinfo=options.lineinfo,
-            sandbox_root=options.sandbox_root,
-        )
+        for k in compiled
     ]
     return staged, []
 

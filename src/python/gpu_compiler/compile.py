@@ -25,6 +25,7 @@ from gpu_compiler import ptx as ptxmod
 from gpu_compiler.backends import StagedModule, stage_modules
 from gpu_compiler.compile_result import CompileOptions, CompileResult, KernelInfo, ModuleOutput
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba_links import LinkPart
 from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import parse_capability
@@ -161,8 +162,9 @@ def _link_modules(
             if requested_isa is None:  # toolchain not in the table: bound by what it emitted
                 requested_isa = _override_ptx_version(options.ptx_version, capability, emitted)
             ptx_text = ptxmod.set_ptx_version(ptx_text, requested_isa)
+        parts = [_relabelled(p, requested_isa) for p in stage.parts]
         link_log, cubin = _link(
-            stage.name, ptx_text, emitted, requested_isa, source_path, capability, options
+            stage.name, ptx_text, parts, emitted, requested_isa, source_path, capability, options
         )
         for line in link_log.splitlines():
             if "warning" in line.lower():
@@ -176,20 +178,35 @@ def _link_modules(
                 args=k.args,
                 params=list(k.params),
                 resources=resources_for(link_log, k.entry),
+                cooperative=k.cooperative,
             )
             for k in stage.kernels
         ]
         modules.append(
             ModuleOutput(
-                name=stage.name, ptx=ptx_text, cubin=cubin, kernels=infos, link_log=link_log
+                name=stage.name,
+                ptx=ptx_text,
+                cubin=cubin,
+                kernels=infos,
+                link_log=link_log,
+                parts=parts,
             )
         )
     return modules
 
 
+def _relabelled(part: LinkPart, requested_isa: Optional[str]) -> LinkPart:
+    """A linked PTX part gets the module's ``.version`` too (ptx_version option)."""
+    if part.kind != "ptx" or requested_isa is None:
+        return part
+    text = ptxmod.set_ptx_version(part.data.decode("utf-8"), requested_isa)
+    return LinkPart(part.file, part.kind, text.encode("utf-8"))
+
+
 def _link(
     name: str,
     ptx_text: str,
+    parts: List[LinkPart],
     emitted: str,
     requested_isa: Optional[str],
     source_path: str,
@@ -197,12 +214,13 @@ def _link(
     options: CompileOptions,
 ) -> Tuple[str, bytes]:
     """(nvJitLink's info log, cubin); a relabelled module's failure says why it may fail."""
-    from gpu_compiler.linker import link_ptx
+    from gpu_compiler.linker import LinkInput, link_ptx
 
     try:
         linked = link_ptx(
             ptx_text,
             capability,
+            parts=[LinkInput(p.kind, p.data, p.file) for p in parts],
             max_registers=options.max_registers,
             lineinfo=options.lineinfo,
             module_name=name,

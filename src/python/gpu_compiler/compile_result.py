@@ -72,9 +72,10 @@ class KernelInfo:
     args: Optional[List[Dict[str, Any]]]
     params: List[str]
     resources: Dict[str, int]
+    cooperative: bool = False  # grid sync: the runtime must launch it cooperatively
 
     def metadata(self) -> Dict[str, Any]:
-        return {
+        out: Dict[str, Any] = {
             "name": self.name,
             "entry": self.entry,
             "signature": self.signature,
@@ -83,17 +84,22 @@ class KernelInfo:
             "params": list(self.params),
             "resources": dict(self.resources),
         }
+        if self.cooperative:
+            out["cooperative"] = True
+        return out
 
 
 @dataclass
 class ModuleOutput:
-    """One PTX module and the cubin nvJitLink built from exactly that PTX."""
+    """One PTX module and the cubin nvJitLink built from exactly that PTX and its ``parts``
+    (``gpu_compiler.numba_links``), which the PTX variant links on the device ("ptx_link")."""
 
     name: str
     ptx: str
     cubin: bytes
     kernels: List[KernelInfo]
     link_log: str = ""
+    parts: List[Any] = field(default_factory=list)  # numba_links.LinkPart
 
     @property
     def ptx_file(self) -> str:
@@ -108,7 +114,7 @@ class ModuleOutput:
         return self.ptx.encode("utf-8")
 
     def metadata(self) -> Dict[str, Any]:
-        return {
+        out: Dict[str, Any] = {
             "name": self.name,
             "ptx": self.ptx_file,
             "cubin": self.cubin_file,
@@ -116,6 +122,12 @@ class ModuleOutput:
             "cubin_sha256": hashlib.sha256(self.cubin).hexdigest(),
             "kernels": [k.metadata() for k in self.kernels],
         }
+        if self.parts:
+            out["ptx_link"] = [p.file for p in self.parts]
+            out["ptx_link_sha256"] = {
+                p.file: hashlib.sha256(p.data).hexdigest() for p in self.parts
+            }
+        return out
 
 
 @dataclass
@@ -156,5 +168,7 @@ class CompileResult:
         for m in self.modules:
             out[m.ptx_file] = m.ptx_bytes
             out[m.cubin_file] = m.cubin
+            for p in m.parts:  # shared by modules of one compile: the same bytes
+                out[p.file] = p.data
         out[METADATA_FILE] = self.metadata_json()
         return out

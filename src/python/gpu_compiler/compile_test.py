@@ -332,7 +332,7 @@ def test_missing_aot_signatures():
     src = TESTDATA + "no_signatures.py"
     with pytest.raises(CompileError) as e:
         compile_source(src, "sm_90", _options(src))
-    assert str(e.value).startswith(src + ": error: no module-level AOT_SIGNATURES")
+    assert str(e.value).startswith(src + ": error: no kernel has a signature")
 
 
 def test_aot_signatures_naming_a_non_kernel():

@@ -1,23 +1,45 @@
-"""PTX -> cubin with nvJitLink (through cuda.core), no GPU or driver needed.
+"""A module's PTX and its linked parts -> cubin with nvJitLink, no GPU or driver needed.
 
-Why one linker for both languages: the cubin must correspond exactly to the PTX
-we ship (including a rewritten ``.version``), and nvJitLink's verbose log is
-where per-kernel resources come from. cuda.core's ``Linker`` uses nvJitLink when
-it is available, which it is in the pinned toolchain.
+Why one linker for both languages: the cubin must correspond exactly to the PTX we ship
+(including a rewritten ``.version``), and nvJitLink's verbose log is where per-kernel resources
+come from. Why ``cuda.bindings.nvjitlink`` and not cuda.core's ``Linker``: every input is named
+by us (``saxpy__0.ptx``, ``functions.ptx``, ``libcudadevrt.a``), so nvJitLink's messages
+("Undefined reference to 'x' in 'saxpy__0.ptx'") name real objects; cuda.core 1.2.2 handed it
+unreadable bytes as the object name. The driver's cuLink is never used: it would tie the output
+to this machine's driver.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional, Sequence
 
 from gpu_compiler.errors import CompileError
+from gpu_compiler.link_errors import link_failure
+
+
+@dataclass(frozen=True)
+class LinkInput:
+    """One object given to nvJitLink: its kind ("ptx", "library", "cubin", "fatbin")."""
+
+    kind: str
+    data: bytes
+    name: str  # what nvJitLink calls it in its messages: a plain, readable file name
 
 
 @dataclass(frozen=True)
 class LinkResult:
     cubin: bytes
     info_log: str
+
+
+def link_options(capability: str, max_registers: Optional[int], lineinfo: bool) -> List[str]:
+    opts = ["-arch=%s" % capability, "-verbose"]
+    if max_registers is not None:
+        opts.append("-maxrregcount=%d" % int(max_registers))
+    if lineinfo:
+        opts.append("-lineinfo")
+    return opts
 
 
 def link_ptx(
@@ -28,52 +50,59 @@ def link_ptx(
     lineinfo: bool = False,
     module_name: str = "module",
     source: Optional[str] = None,
+    parts: Sequence[LinkInput] = (),
 ) -> LinkResult:
-    """Assemble ``ptx`` for ``capability`` (``"sm_90"``) and return cubin + log.
+    """Assemble ``ptx`` for ``capability`` (``"sm_90"``), linked with ``parts``.
 
-    A failure (e.g. PTX using instructions its ``.version`` does not have)
-    becomes a CompileError carrying nvJitLink's error log.
+    A failure (PTX using instructions its ``.version`` lacks, an undefined symbol) becomes a
+    CompileError naming the module, the kernel source and nvJitLink's cleaned-up log.
     """
-    from cuda.core import Linker, LinkerOptions, ObjectCode
+    from cuda.bindings import nvjitlink as nj
 
-    kwargs = {"arch": capability, "verbose": True}
-    if max_registers is not None:
-        kwargs["max_register_count"] = int(max_registers)
-    if lineinfo:
-        kwargs["lineinfo"] = True
-    options = LinkerOptions(**kwargs)
-    linker = None
+    inputs = [LinkInput("ptx", ptx.encode("utf-8"), "%s.ptx" % module_name), *parts]
+    kinds = {
+        "ptx": nj.InputType.PTX,
+        "library": nj.InputType.LIBRARY,
+        "cubin": nj.InputType.CUBIN,
+        "fatbin": nj.InputType.FATBIN,
+    }
+    handle = nj.create(*_counted(link_options(capability, max_registers, lineinfo)))
     try:
-        obj = ObjectCode.from_ptx(ptx.encode("utf-8"), name=module_name)
-        linker = Linker(obj, options=options)
-        backend = linker.which_backend()
-        if backend != "nvJitLink":
-            # The driver's cuLink would tie the output to this machine's driver.
-            raise CompileError(
-                "the PTX linker backend is %r, not nvJitLink: the toolchain must "
-                "provide libnvJitLink (nvidia-nvjitlink wheel)" % (backend,)
-            )
-        code = linker.link("cubin")
-        info = linker.get_info_log() or ""
+        try:
+            for part in inputs:
+                nj.add_data(handle, kinds[part.kind], part.data, len(part.data), part.name)
+            nj.complete(handle)
+        except nj.nvJitLinkError as e:
+            log = _log(handle, nj.get_error_log_size, nj.get_error_log) or str(e)
+            raise link_failure(log, capability, module_name, source, inputs) from None
+        info = _log(handle, nj.get_info_log_size, nj.get_info_log)
+        size = nj.get_linked_cubin_size(handle)
+        cubin = bytearray(size)
+        nj.get_linked_cubin(handle, cubin)
     except CompileError:
         raise
-    except Exception as e:  # nvJitLinkError, CUDAError, ...
-        log = ""
-        if linker is not None:
-            try:
-                log = linker.get_error_log() or ""
-            except Exception:
-                log = ""
-        detail = log.strip() or str(e)
+    except Exception as e:  # a toolchain without libnvJitLink, ...
         raise CompileError(
-            "%snvJitLink failed to build the %s cubin for module %s:\n%s"
-            % ("%s: " % source if source else "", capability, module_name, detail),
+            "%snvJitLink could not link module %s for %s: %s (the toolchain must provide "
+            "libnvJitLink: the nvidia-nvjitlink wheel)"
+            % ("%s: " % source if source else "", module_name, capability, e),
             source=source,
         ) from None
     finally:
-        if linker is not None:
-            try:
-                linker.close()
-            except Exception:
-                pass
-    return LinkResult(cubin=bytes(code.code), info_log=info)
+        nj.destroy(handle)
+    return LinkResult(cubin=bytes(cubin), info_log=info)
+
+
+def _counted(options: List[str]):
+    return len(options), options
+
+
+def _log(handle, size_fn, get_fn) -> str:
+    try:
+        size = size_fn(handle)
+        buf = bytearray(size)
+        if size:
+            get_fn(handle, buf)
+    except Exception:
+        return ""
+    return bytes(buf).rstrip(b"\x00").decode("utf-8", "replace")

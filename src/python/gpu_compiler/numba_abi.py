@@ -4,8 +4,10 @@ Why record it: the runtime launches numba kernels without numba, so it needs to
 know how each argument is flattened into PTX params. An array argument is
 passed as meminfo, parent, nitems, itemsize, data pointer, shape[ndim],
 strides[ndim] (bytes) -- all 8-byte values, ``5 + 2*ndim`` PTX params; a scalar
-is passed by value (a complex scalar as two params: real, imag). Only
-array-of-number and number/boolean scalar arguments are supported.
+is passed by value (a complex scalar as two params: real, imag); a raw pointer
+(``CPointer(T)``, ``voidptr``) as one 8-byte param. Arrays may have 0 dimensions
+and numpy structured dtypes (numba ``Record``: numba.cuda.random's states), written
+as gpu_spec.dtypes' record objects. Other argument types are refused.
 """
 
 from __future__ import annotations
@@ -24,23 +26,49 @@ def arg_abi(numba_type: Any) -> Dict[str, Any]:
     t: Any = types
     scalar_types = (t.Boolean, t.Integer, t.Float, t.Complex)
     if isinstance(numba_type, t.Array):
-        if not isinstance(numba_type.dtype, scalar_types):
+        if not isinstance(numba_type.dtype, scalar_types + (t.Record,)):
             raise ValueError("array of %s" % (numba_type.dtype,))
         return {
             "kind": "array",
-            "dtype": numpy_support.as_dtype(numba_type.dtype).name,
+            "dtype": dtype_json(numpy_support.as_dtype(numba_type.dtype)),
             "ndim": int(numba_type.ndim),
             "layout": str(numba_type.layout),
         }
     if isinstance(numba_type, scalar_types):
         return {"kind": "scalar", "dtype": numpy_support.as_dtype(numba_type).name}
+    if isinstance(numba_type, t.CPointer):
+        target = numba_type.dtype
+        if isinstance(target, t.NoneType) or target == t.void:
+            return {"kind": "pointer", "dtype": "void"}
+        if not isinstance(target, scalar_types + (t.Record,)):
+            raise ValueError("pointer to %s" % (target,))
+        return {"kind": "pointer", "dtype": dtype_json(numpy_support.as_dtype(target))}
+    if numba_type == t.voidptr:
+        return {"kind": "pointer", "dtype": "void"}
     raise ValueError(str(numba_type))
+
+
+def dtype_json(dt: Any) -> Any:
+    """A numpy dtype in gpu_spec.dtypes' JSON form: a name, or a record object."""
+    if dt.fields is None:
+        return dt.name
+    fields = []
+    for name in dt.names:
+        sub, offset = dt.fields[name][:2]
+        if sub.subdtype is not None:
+            base, shape = sub.subdtype
+            fields.append([name, dtype_json(base), int(offset), [int(n) for n in shape]])
+        else:
+            fields.append([name, dtype_json(sub), int(offset)])
+    return {"fields": fields, "itemsize": int(dt.itemsize), "aligned": bool(dt.isalignedstruct)}
 
 
 def abi_param_count(arg: Dict[str, Any]) -> int:
     """How many PTX kernel params one argument flattens to."""
     if arg["kind"] == "array":
         return 5 + 2 * int(arg["ndim"])
+    if arg["kind"] == "pointer":
+        return 1
     if arg["dtype"].startswith("complex"):
         return 2
     return 1
@@ -55,7 +83,8 @@ def describe_args(
     except ValueError as e:
         raise CompileError(
             "%s%s: error: kernel %r signature %r has an argument of type %s; "
-            "the AOT ABI supports arrays of numbers and number/boolean scalars"
+            "the AOT ABI supports arrays (of numbers or records, any ndim including 0), "
+            "number/boolean scalars and raw pointers (CPointer(T), voidptr)"
             % (source_path, ":%d" % aot_line if aot_line else "", kernel, sig, e),
             source=source_path,
             line=aot_line,

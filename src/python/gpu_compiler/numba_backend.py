@@ -4,15 +4,21 @@ Kernel source convention
 ------------------------
 A kernel source is an ordinary Python module that:
 
-* defines kernels with plain ``@cuda.jit`` (optionally with keyword options
-  such as ``fastmath=True``, ``lineinfo=True``, ``launch_bounds=...``), **no
-  signature**, so importing the module needs no GPU and compiles nothing;
-* defines a module-level dict ``AOT_SIGNATURES`` mapping kernel names to the
-  list of concrete numba signature strings to compile ahead of time::
+* defines kernels with ``@cuda.jit`` (optionally with keyword options such as
+  ``fastmath=True``, ``lineinfo=True``, ``launch_bounds=...``, ``link=[...]``), each
+  with its signatures either in the decorator, as numba's docs write them
+  (``@cuda.jit("void(float32[::1])")``, ``@cuda.jit(types.void(types.CPointer(types.uint8)))``
+  or a list of either: ``gpu_compiler.numba_eager`` keeps the import GPU-free), or with
+  no signature and a module-level dict ``AOT_SIGNATURES`` mapping kernel names to
+  the list of signatures (strings or numba type objects) to compile ahead of time::
 
       AOT_SIGNATURES = {
           "saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"],
       }
+
+* may call CUDA C++ through ``cuda.declare_device(name, sig, link="file.cu")`` (or
+  ``@cuda.jit(link=[...])``): those files are compiled with NVRTC and linked
+  (``gpu_compiler.numba_links``); kernels using grid sync are linked with libcudadevrt;
 
 * may import helper modules (``@cuda.jit(device=True)`` functions) from its
   package; the caller passes the sys.path roots (e.g. ``src/python``) that make
@@ -41,14 +47,14 @@ The argument ABI recorded in metadata.json is ``gpu_compiler.numba_abi``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.numba_abi import describe_args
-from gpu_compiler.numba_errors import located_error
+from gpu_compiler.numba_eager import signature_text
+from gpu_compiler.numba_errors import import_failure, located_error
 from gpu_compiler.numba_ptx import NumbaKernelPTX, compile_kernel_ptx, kernel_ptx
 from gpu_compiler.numba_signatures import (
-    AOT_ATTR,
     aot_table_line,
     kernel_dispatcher,
     read_signatures,
@@ -110,7 +116,7 @@ def _require_numba() -> None:
         raise CompileError("numba-cuda is not importable in this toolchain: %s" % (e,)) from e
 
 
-def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str, List[str]]]:
+def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str, List[Any]]]:
     """Import the source once and check its whole table before compiling anything."""
     source_path = importer.source_path
     try:
@@ -118,13 +124,7 @@ def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str
     except CompileError:
         raise
     except Exception as e:  # SyntaxError, ImportError, anything at import
-        what = "importing the kernel source failed"
-        if type(e).__name__ == "CudaSupportError":
-            what += (
-                " (it needed a GPU: declare kernels with plain @cuda.jit, no "
-                "signature, and list signatures in %s)" % AOT_ATTR
-            )
-        raise located_error(e, what, source_path, importer.is_user_file) from None
+        raise import_failure(e, source_path, importer.is_user_file, importer.sys_path) from None
     table = read_signatures(module, source_path, source_text)
     for name, _ in table:
         kernel_dispatcher(module, name, source_path, source_text)
@@ -132,7 +132,7 @@ def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str
 
 
 def _compile_one(
-    importer: SourceImporter, source_text: str, name: str, index: int, sig: str, target: _Target
+    importer: SourceImporter, source_text: str, name: str, index: int, sig: Any, target: _Target
 ) -> NumbaKernelPTX:
     """Module ``<name>__<index>``: kernel ``name`` compiled for ``sig``, in a fresh import."""
     source_path = importer.source_path
@@ -141,20 +141,32 @@ def _compile_one(
     except CompileError:
         raise
     except Exception as e:
-        what = "importing the kernel source failed"
-        raise located_error(e, what, source_path, importer.is_user_file) from None
+        raise import_failure(e, source_path, importer.is_user_file, importer.sys_path) from None
     disp = kernel_dispatcher(module, name, source_path, source_text)
+    sig = _same_signature(module, name, index, sig)
+    text = signature_text(sig)
     aot_line = aot_table_line(source_text)
     argtypes = signature_argtypes(sig, name, source_path, aot_line)
-    args = describe_args(argtypes, name, sig, source_path, aot_line)
+    args = describe_args(argtypes, name, text, source_path, aot_line)
     try:
-        ptx_text = compile_kernel_ptx(
+        code = compile_kernel_ptx(
             disp, sig, target.cc, fast_math=target.fast_math, lineinfo=target.lineinfo
         )
     except CompileError:
         raise
     except Exception as e:
-        what = "compiling kernel %r for %s with signature %s" % (name, target.capability, sig)
+        what = "compiling kernel %r for %s with signature %s" % (name, target.capability, text)
         raise located_error(e, what + " failed", source_path, importer.is_user_file) from None
     module_name = "%s__%d" % (name, index)
-    return kernel_ptx(module_name, name, sig, ptx_text, args, target.capability, source_path)
+    return kernel_ptx(module_name, name, text, code, args, target.capability, source_path)
+
+
+def _same_signature(module: Any, name: str, index: int, sig: Any) -> Any:
+    """The signature as this fresh import made it: type objects (records, say) belong to
+    the import that created them."""
+    if isinstance(sig, str):
+        return sig
+    for kernel, sigs in read_signatures(module, "", ""):
+        if kernel == name and index < len(sigs):
+            return sigs[index]
+    return sig

@@ -9,8 +9,9 @@ and their text may hold absolute sandbox paths.
 from __future__ import annotations
 
 import linecache
+import os
 import traceback
-from typing import Any, Callable, Iterator, Optional, Tuple, TypeGuard
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeGuard
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import display_path, relativize_text
@@ -94,3 +95,57 @@ def located_error(
         source=shown,
         line=loc[1],
     )
+
+
+# The plugin replaces "<toolchain>" with the toolchain's resolve (the compiler runs inside the
+# toolchain and does not know its name).
+REQUIREMENTS = "3rdparty/python/<toolchain>-requirements.txt"
+
+
+def import_failure(
+    exc: BaseException,
+    source_path: str,
+    is_user_file: Callable[[str], bool],
+    sys_path: Sequence[str] = (),
+) -> CompileError:
+    """Importing the kernel source failed: say why in the terms of this build."""
+    what = "importing the kernel source failed"
+    missing = _missing_package(exc)
+    if missing and _first_party(missing, sys_path):
+        what += (
+            "\n  %r is first-party code that is not among the compile's inputs: the "
+            "gpu_kernel target must depend on a target owning it (inferred from the import, "
+            "or listed in `dependencies`)" % missing
+        )
+    elif missing:
+        what += (
+            "\n  %r is not installed in the compile toolchain: the toolchain's packages come "
+            "from %s (pinned in its lockfile), not from the machine or the app's resolve."
+            "\n  fix: if the kernel needs it at compile time, add a pinned line such as "
+            "`%s==<version>` to that file and run `./pants generate-lockfiles "
+            "--resolve=<toolchain>`; if only host code needs it, import it outside the "
+            "kernel source" % (missing, REQUIREMENTS, missing)
+        )
+    elif type(exc).__name__ == "CudaSupportError":
+        what += (
+            " (it needed a GPU: something at import time used the CUDA driver, e.g. "
+            "cuda.to_device or cuda.device_array; kernels with signatures in @cuda.jit(...) "
+            "need none, but device arrays cannot be created ahead of time)"
+        )
+    return located_error(exc, what, source_path, is_user_file)
+
+
+def _first_party(top_level: str, sys_path: Sequence[str]) -> bool:
+    return any(
+        os.path.isdir(os.path.join(root, top_level))
+        or os.path.isfile(os.path.join(root, top_level + ".py"))
+        for root in sys_path
+    )
+
+
+def _missing_package(exc: BaseException) -> str:
+    """The top-level package a ModuleNotFoundError names."""
+    for e in _walk_exceptions(exc):
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            return e.name.split(".")[0]
+    return ""

@@ -58,6 +58,11 @@ def _toolchain_roots() -> List[str]:
     return out
 
 
+def toolchain_roots() -> List[str]:
+    """The toolchain's directories (standard library, site-packages, gpu_spec)."""
+    return _toolchain_roots()
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 

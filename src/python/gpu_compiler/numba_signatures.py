@@ -1,7 +1,8 @@
-"""A numba kernel source's ``AOT_SIGNATURES`` table, and the kernels it names.
+"""A numba kernel source's signatures: eager ones (``@cuda.jit(sig)``) and the
+``AOT_SIGNATURES`` table of lazy kernels, and the kernels they name.
 
 Why check it all up front: a wrong entry (a missing kernel, a device function,
-a signature that is not a string) is a mistake in the source, so it is reported
+a signature that is not a signature) is a mistake in the source, so it is reported
 as ``path:line: error:`` at the table or the ``def``, before any slow compile.
 """
 
@@ -11,6 +12,7 @@ import re
 from typing import Any, List, Optional, Tuple
 
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba_eager import eager_signatures, is_signature_like
 from gpu_compiler.numba_errors import exception_text
 
 AOT_ATTR = "AOT_SIGNATURES"
@@ -30,14 +32,31 @@ def aot_table_line(source_text: str) -> Optional[int]:
     return find_line(source_text, r"^%s\s*[:=]" % AOT_ATTR)
 
 
-def read_signatures(module: Any, source_path: str, source_text: str) -> List[Tuple[str, List[str]]]:
-    """``[(kernel name, [signature, ...]), ...]`` in the table's order."""
+def eager_kernels(module: Any) -> List[Tuple[str, List[Any]]]:
+    """Kernels declared with signatures (``@cuda.jit(sig)``), in definition order."""
+    out: List[Tuple[str, List[Any]]] = []
+    seen = set()
+    for name, obj in vars(module).items():
+        sigs = eager_signatures(obj)
+        if sigs is None or id(obj) in seen or obj.targetoptions.get("device"):
+            continue
+        seen.add(id(obj))
+        out.append((name, sigs))
+    return out
+
+
+def read_signatures(module: Any, source_path: str, source_text: str) -> List[Tuple[str, List[Any]]]:
+    """``[(kernel name, [signature, ...]), ...]``: eager kernels, then the table's order."""
     aot_line = aot_table_line(source_text)
     where = "%s:%d" % (source_path, aot_line) if aot_line else source_path
+    eager = eager_kernels(module)
     if not hasattr(module, AOT_ATTR):
+        if eager:
+            return eager
         raise CompileError(
-            "%s: error: no module-level %s dict: a numba kernel source must map each "
-            "kernel name to the signatures to compile ahead of time, e.g.\n"
+            "%s: error: no kernel has a signature: give each kernel its signatures in "
+            '@cuda.jit (e.g. @cuda.jit("void(float32[::1], float32)")), or declare it with '
+            "plain @cuda.jit and map its name to signatures in a module-level %s dict, e.g.\n"
             '    %s = {"my_kernel": ["void(float32[::1], float32)"]}'
             % (source_path, AOT_ATTR, AOT_ATTR),
             source=source_path,
@@ -60,15 +79,23 @@ def read_signatures(module: Any, source_path: str, source_text: str) -> List[Tup
                 line=aot_line,
             )
         for s in sigs:
-            if not isinstance(s, str):
+            if not is_signature_like(s):
                 raise CompileError(
-                    "%s: error: %s[%r] contains %r, expected a signature string such "
-                    'as "void(float32[::1])"' % (where, AOT_ATTR, name, s),
+                    "%s: error: %s[%r] contains %r, expected a signature such as "
+                    '"void(float32[::1])" or types.void(types.float32[::1])'
+                    % (where, AOT_ATTR, name, s),
                     source=source_path,
                     line=aot_line,
                 )
+        if name in dict(eager):
+            raise CompileError(
+                "%s: error: kernel %r has signatures in @cuda.jit(...) and in %s: give them "
+                "in one place" % (where, name, AOT_ATTR),
+                source=source_path,
+                line=aot_line,
+            )
         out.append((str(name), list(sigs)))
-    return out
+    return eager + out
 
 
 def kernel_dispatcher(module: Any, name: str, source_path: str, source_text: str) -> Any:
@@ -78,12 +105,6 @@ def kernel_dispatcher(module: Any, name: str, source_path: str, source_text: str
     obj: Any = getattr(module, name, None)
     is_kernel = isinstance(obj, CUDADispatcher) and not obj.targetoptions.get("device")
     if is_kernel:
-        if obj.targetoptions.get("link"):
-            raise CompileError(
-                "%s: error: kernel %r uses link=...; linking extra files is not "
-                "supported by the AOT compiler" % (source_path, name),
-                source=source_path,
-            )
         return obj
     kernels = sorted(
         k
@@ -115,7 +136,7 @@ def kernel_dispatcher(module: Any, name: str, source_path: str, source_text: str
 
 
 def signature_argtypes(
-    sig: str, kernel: str, source_path: str, aot_line: Optional[int]
+    sig: Any, kernel: str, source_path: str, aot_line: Optional[int]
 ) -> Tuple[Any, ...]:
     """The numba argument types of one signature string."""
     from numba.cuda.core import sigutils

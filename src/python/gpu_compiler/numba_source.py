@@ -25,6 +25,7 @@ import sys
 from typing import Any, List, Optional, Sequence
 
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba_eager import lazy_eager_jit
 from gpu_compiler.numba_import_guard import ImportGuard
 from gpu_compiler.paths import is_under, same_file
 from gpu_compiler.sandbox import FIX_MODULE, Sandbox
@@ -179,7 +180,7 @@ class SourceImporter:
         module = importlib.util.module_from_spec(spec)
         sys.modules[self.module_name] = module
         before = set(sys.modules)
-        with self._guard:
+        with self._guard, lazy_eager_jit():
             try:
                 spec.loader.exec_module(module)
             except BaseException:

@@ -30,6 +30,7 @@ mode) NVRTC reads the source's includes from disk as it finds them.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -248,3 +249,27 @@ def _kernels(ptx_text: str, lowered: Dict[str, str], source_path: str) -> List[C
         CudaKernel(name=by_entry.get(entry, entry), entry=entry, params=params)
         for entry, params in entries.items()
     ]
+
+
+def compile_cuda_part(
+    source_path: str,
+    capability: str,
+    *,
+    shown: str,
+    text: Optional[bytes] = None,
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    sandbox_root: Optional[str] = ".",
+) -> str:
+    """Relocatable PTX of CUDA C++ that a numba kernel links (device functions, no kernels
+    needed): ``-rdc`` keeps its ``extern`` functions for the linker. ``text``: in-memory
+    source (numba's CUSource) instead of the file."""
+    if text is not None:
+        program = CudaProgramText(text)
+    else:
+        here = shown if not os.path.isabs(shown) else source_path
+        program = _program_text(here, (), Sandbox(sandbox_root))
+    options = nvrtc_options(capability, fast_math=fast_math, lineinfo=lineinfo)
+    options.append("--relocatable-device-code=true")
+    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [])
+    return ptxmod.relativize_file_directives(ptx_text)
