@@ -25,7 +25,10 @@ print(time.perf_counter() - t)
 
 def first_call(n: int, sub: int) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD.format(n=n, sub=sub)], check=True, capture_output=True, text=True
+        [sys.executable, "-c", CHILD.format(n=n, sub=sub)],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return float(out.stdout.strip())
 

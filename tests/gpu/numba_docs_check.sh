@@ -30,7 +30,7 @@ must env GPU_RUNTIME_PREFER=ptx python3 "$work/ptx_only/check.pex" --prefer ptx
 
 if [ -n "$numpy_whl" ]; then
   step "3. xoroshiro128p states: numba's on this GPU vs gpu_runtime's (numpy)"
-  python3 -m pip install -q --no-deps --target "$work/np" "$numpy_whl" || failed=1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$work/np" "$numpy_whl" || failed=1
   # gpu_runtime from the bundle's own PEX (its venv site-packages), numba from the device.
   must env PYTHONPATH="$work/np:$(dirname "$0")/../../src/python:$(dirname "$0")/../../src/spec" \
     python3 - <<'PY'

@@ -34,10 +34,11 @@ def test_nested_and_subarray_fields():
     inner = np.dtype([("x", "<f4"), ("y", "<f4")])
     dt = np.dtype([("a", "u1"), ("r", inner), ("m", "<i4", (2, 3))], align=True)
     j = dtype_to_json(dt)
-    assert dtype_problems(j) == []
+    fields = dt.fields
+    assert isinstance(j, dict) and fields is not None and dtype_problems(j) == []
     assert j["itemsize"] == dt.itemsize and j["aligned"] is True
-    assert j["fields"][1] == ["r", dtype_to_json(inner), dt.fields["r"][1]]
-    assert j["fields"][2] == ["m", "int32", dt.fields["m"][1], [2, 3]]
+    assert j["fields"][1] == ["r", dtype_to_json(inner), fields["r"][1]]
+    assert j["fields"][2] == ["m", "int32", fields["m"][1], [2, 3]]
 
 
 def test_record_arrays_fit_by_bytes():

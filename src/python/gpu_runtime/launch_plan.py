@@ -8,13 +8,13 @@ argument, as one `struct` format. Later launches with the same pattern compute t
 shapes, strides, scalars) into a reused per-thread `ParamBuffer` with a single `pack_into`.
 
 A pattern is what dispatch and packing depend on beyond values: for a device array its Python
-type, typestr (with "descr" for records), ndim and (C, F) contiguity; for a Python int its sign and bit length (the
-integer types it fits); for any other argument its exact type. Types whose instances differ in
-ways the type does not tell (datetime units, 0-d host arrays, int subclasses) are never
-cached: they take the checked path on every launch. A value the fast packing cannot
-take (out of range for its type, a signedness the C ABI reinterprets, a float32 overflow)
-makes `pack` raise, and the caller falls back to the checked path for that launch, which
-either packs it exactly as before or raises the same DispatchError.
+type, typestr (with "descr" for records), ndim and (C, F) contiguity; for a Python int its sign
+and bit length (the integer types it fits); for any other argument its exact type. Types whose
+instances differ in ways the type does not tell (datetime units, 0-d host arrays, int
+subclasses) are never cached: they take the checked path on every launch. A value the fast
+packing cannot take (out of range for its type, a signedness the C ABI reinterprets, a float32
+overflow) makes `pack` raise, and the caller falls back to the checked path for that launch,
+which either packs it exactly as before or raises the same DispatchError.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from gpu_runtime.abi_test import PTR, A, P, S, numba_kernel
 from gpu_runtime.conftest import FakeDeviceArray
 from gpu_runtime.devarray import DeviceArray
 from gpu_runtime.devarray_test import FakeDriver
-from gpu_runtime.dtype_json import dtype_to_json
 from gpu_runtime.device import CudaBackend
+from gpu_runtime.dtype_json import dtype_to_json
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.launch_plan import build_plan, pattern_key
 from gpu_runtime.launch_plan_test import C_CASES, NUMBA_CASES, c_kernel

@@ -2,9 +2,9 @@
 
 A module is read, checked against the manifest's sha256 and handed to the backend the first time
 one of its kernels is needed (a PTX module with "ptx_link" files goes through the driver's linker
-with them, each verified the same way), by whichever thread asks first; the others wait for it rather than
-loading it again. Each kernel entry's function handle is then kept, so that a launch after the
-first is a dictionary lookup.
+with them, each verified the same way), by whichever thread asks first; the others wait for it
+rather than loading it again. Each kernel entry's function handle is then kept, so that a launch
+after the first is a dictionary lookup.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Each array argument becomes 5 + 2*ndim 8-byte parameters
 (strides in bytes; C-order strides computed when the array interface gives none). Scalars are
 passed by value in the signature's type: int8..uint64 and float32/float64 as such, float16 as
 its 16 bits, bool as one byte, complex64/complex128 as two parameters (real, imag) of
-float32/float64, datetime64/timedelta64 as int64. An array of records (a numpy structured dtype, e.g.
-numba.cuda.random's xoroshiro128p states) is packed like any array, its itemsize the record's.
+float32/float64, datetime64/timedelta64 as int64. An array of records (a numpy structured
+dtype, e.g. numba.cuda.random's xoroshiro128p states) is packed like any array, its itemsize
+the record's.
 A raw pointer (`CPointer(T)`, `voidptr`) is one 8-byte parameter, the address: numba passes the
 integer it is given; here a device array (its data pointer), a buffer with `.handle`/`.ptr`, or
 a Python/numpy integer.

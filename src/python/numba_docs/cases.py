@@ -1,8 +1,8 @@
 """numba-cuda's documentation kernels, launched from a bundle as the docs launch them, each with
 its numpy reference.
 
-Each case takes the `KernelCache` and returns a `Result` (max abs error, tolerance): the inputs, grids
-and expected values are the docs' own (tests/doc_examples/ in NVIDIA/numba-cuda), with
+Each case takes the `KernelCache` and returns a `Result` (max abs error, tolerance): the
+inputs, grids and expected values are the docs' own (tests/doc_examples/ in NVIDIA/numba-cuda), with
 `gpu_runtime.DeviceArray` for `cuda.to_device` and gpu_runtime's `forall` and
 `create_xoroshiro128p_states` where the docs use numba's.
 """
@@ -10,7 +10,7 @@ and expected values are the docs' own (tests/doc_examples/ in NVIDIA/numba-cuda)
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, NamedTuple
 
 import numpy as np
 
@@ -30,7 +30,7 @@ class Result(NamedTuple):
         return self.docs_ok and self.error <= self.tolerance
 
 
-def _err(got: np.ndarray, want: np.ndarray) -> float:
+def _err(got: Any, want: Any) -> float:
     diff = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
     return float(diff.max()) if diff.size else 0.0
 

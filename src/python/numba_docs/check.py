@@ -83,9 +83,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except GpuRuntimeError as e:
         print(f"numba_docs check: {e}", file=sys.stderr)
         return 2
-    print(
-        f"bundle {cache.manifest.bundle!r} at {cache.root} on {device}; prefer {args.prefer or 'env/auto'}"
-    )
+    prefer = args.prefer or "env/auto"
+    print(f"bundle {cache.manifest.bundle!r} at {cache.root} on {device}; prefer {prefer}")
     rows = [run_case(cache, lib) for lib in (args.only or list(CASES))]
     print(format_table(rows))
     failed = [r[0] for r in rows if r[4] != "ok"]

@@ -18,7 +18,7 @@ from typing import Any, List, Sequence
 import numpy as np
 import pytest
 from cuda.core.cu13._kernel_arg_handler import ParamHolder
-from numba.cuda import types
+from numba.cuda import types as _numba_types
 from numba.cuda.cudadrv.devicearray import DeviceNDArray
 from numba.cuda.dispatcher import _Kernel
 from numba.cuda.np.numpy_support import from_dtype
@@ -30,6 +30,7 @@ from gpu_runtime.launch_plan import build_plan
 from gpu_runtime.param_buffer import ParamBuffer
 from gpu_spec.manifest import ArgSpec, KernelSpec
 
+types: Any = _numba_types  # numba's type objects: untyped for mypy
 PTR = 0x7F12_3400_0000
 
 
@@ -62,7 +63,7 @@ def numba_params(
     assert len(kernelargs) == len(sizes), (kernelargs, sizes)
     holder = ParamHolder(kernelargs)
     pointers = (ctypes.c_void_p * len(kernelargs)).from_address(holder.ptr)
-    return [ctypes.string_at(pointers[i], n) for i, n in enumerate(sizes)]
+    return [ctypes.string_at(pointers[i] or 0, n) for i, n in enumerate(sizes)]
 
 
 def arg_spec(ty: Any) -> ArgSpec:

@@ -7,15 +7,20 @@ JIT), which is what is compared here; the copy to the device changes no bit.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
-from numba.cuda.random import init_xoroshiro128p_states_cpu, xoroshiro128p_dtype
+from numba.cuda.random import init_xoroshiro128p_states_cpu as _init_cpu
+from numba.cuda.random import xoroshiro128p_dtype
 
 from gpu_runtime.xoroshiro import xoroshiro128p_dtype as runtime_dtype
 from gpu_runtime.xoroshiro import xoroshiro128p_states
 
+init_xoroshiro128p_states_cpu: Any = _init_cpu  # a numba CPU dispatcher: untyped for mypy
 
-def numba_states(n: int, seed: int, subsequence_start: int) -> np.ndarray:
+
+def numba_states(n: int, seed: int, subsequence_start: int) -> Any:
     states = np.empty(n, dtype=xoroshiro128p_dtype)
     # numba types a Python int above 2**63 as nothing it can take: give it a uint64
     init_xoroshiro128p_states_cpu(states, np.uint64(seed % 2**64), np.uint64(subsequence_start))
@@ -37,7 +42,7 @@ def numba_states(n: int, seed: int, subsequence_start: int) -> np.ndarray:
     ],
 )
 def test_states_equal_numbas(n, seed, subsequence_start):
-    ours = xoroshiro128p_states(n, seed, subsequence_start)
+    ours: Any = xoroshiro128p_states(n, seed, subsequence_start)
     theirs = numba_states(n, seed, subsequence_start)
     assert ours.dtype == theirs.dtype == runtime_dtype
     assert ours.tobytes() == theirs.tobytes()
