@@ -2,8 +2,9 @@
 
     python tests/bench/xoroshiro_bench.py [--runs 5]
 
-"first" is a fresh process's first call (it computes the jump matrix and its powers); "warm"
-a later call with the powers kept.
+"first" is a fresh process's first call, after the import (it computes the jump matrix and its
+powers); "warm" a later call with the powers kept. The machine's load shows in these figures:
+run it on an idle machine.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import time
 
 CHILD = """
 import time
-t = time.perf_counter()
 from gpu_runtime.xoroshiro import xoroshiro128p_states
+t = time.perf_counter()
 xoroshiro128p_states({n}, 42, {sub})
 print(time.perf_counter() - t)
 """
