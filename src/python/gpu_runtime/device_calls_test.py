@@ -34,7 +34,10 @@ def func():
 CALLS = {
     "load_linked": lambda b: b.load_linked(
         b".version 9.0\n.target sm_90\n",
-        [("CU_JIT_INPUT_LIBRARY", b"!<arch>\n", "libcudadevrt.a"), ("CU_JIT_INPUT_PTX", b"", "f.ptx")],
+        [
+            ("CU_JIT_INPUT_LIBRARY", b"!<arch>\n", "libcudadevrt.a"),
+            ("CU_JIT_INPUT_PTX", b"", "f.ptx"),
+        ],
         "lib/module",
     ),
     "launch_cooperative_raw": lambda b: b.launch_cooperative_raw(
