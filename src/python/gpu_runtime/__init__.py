@@ -57,6 +57,24 @@ API
     shapes, scalars) in a reused per-thread buffer, through a repack function generated for the
     pattern, and call cuLaunchKernel (`gpu_runtime.launch_plan`, `gpu_runtime.launch_repack`).
 
+    `.forall(n, tpb=0, stream=None, sharedmem=0)(*args)`: n threads, numba style, in blocks of
+    the size the driver's occupancy calculator suggests (cuOccupancyMaxPotentialBlockSize).
+    Cooperative kernels (grid sync, "cooperative" in the manifest) are launched with
+    cuLaunchCooperativeKernel on their own; a grid larger than can be co-resident
+    (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs) raises `LaunchError` naming the kernel,
+    the grid and the limit, before launching; `.max_cooperative_grid_blocks(block)`.
+    More argument kinds of numba kernels: arrays of records (numpy structured dtypes, matched
+    by their bytes), raw pointers (`CPointer(T)`, `voidptr`: a device array, a buffer or an
+    int address) and 0-d device arrays.
+
+`create_xoroshiro128p_states(n, seed, subsequence_start=0) -> DeviceArray`: numba-cuda's
+    xoroshiro128+ states, bit for bit, made with numpy (`gpu_runtime.xoroshiro`), for kernels
+    using `numba.cuda.random`; `xoroshiro128p_dtype`.
+
+PTX variants whose module lists "ptx_link" files (libcudadevrt.a for grid sync, PTX of linked
+CUDA C++) are linked by the driver (cuLinkCreate/cuLinkAddData/cuLinkComplete), each file
+checked against its sha256 first.
+
 `capture(stream) -> Graph` (context manager; `KernelCache.capture` too): launches on `stream`
     inside the block are recorded into a CUDA graph; afterwards `graph.launch(stream=None)` (or
     `.replay()`) replays them; `.close()`. See `gpu_runtime.graphs`.
@@ -70,7 +88,7 @@ API
 
 Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestError`,
 `IntegrityError` (tampered/missing file, path escaping cache/), `NoCompatibleVariantError`,
-`KernelNotFoundError`, `DispatchError`, `DeviceError`.
+`KernelNotFoundError`, `DispatchError`, `LaunchError`, `DeviceError`.
 
 Self-test: `gpu_runtime.selftest.main(argv, references)` launches every kernel signature of the
 bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.selftest_inputs`);
@@ -98,6 +116,7 @@ from gpu_runtime.errors import (
     GpuRuntimeError,
     IntegrityError,
     KernelNotFoundError,
+    LaunchError,
     ManifestError,
     NoCompatibleVariantError,
 )
@@ -105,6 +124,7 @@ from gpu_runtime.graphs import Graph, capture
 from gpu_runtime.runtime import Kernel, KernelCache
 from gpu_runtime.selection import Choice, select_variant
 from gpu_runtime.streams import Stream
+from gpu_runtime.xoroshiro import create_xoroshiro128p_states, xoroshiro128p_dtype
 
 __all__ = [
     "open_cache",
@@ -124,5 +144,8 @@ __all__ = [
     "NoCompatibleVariantError",
     "KernelNotFoundError",
     "DispatchError",
+    "LaunchError",
     "DeviceError",
+    "create_xoroshiro128p_states",
+    "xoroshiro128p_dtype",
 ]

@@ -49,6 +49,10 @@ def S(dtype):
     return {"kind": "scalar", "dtype": dtype}
 
 
+def P(dtype):
+    return {"kind": "pointer", "dtype": dtype}
+
+
 # ---------------------------------------------------------------------------------------------
 # arrays
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
+from numpy.lib.format import descr_to_dtype
 
 from gpu_runtime.errors import DispatchError
+from gpu_spec.dtypes import describe_dtype
 from gpu_spec.manifest import ArgSpec
 
 
@@ -97,8 +99,9 @@ def array_view(obj: Any) -> Optional[ArrayView]:
     try:
         shape = tuple(int(n) for n in cai["shape"])
         dtype = np.dtype(cai["typestr"])
-        if dtype.fields is not None and "descr" in cai and cai["descr"]:
-            dtype = np.dtype(cai["descr"])
+        descr = cai.get("descr")
+        if dtype.kind == "V" and descr and any(d[0] for d in descr):  # a record's fields
+            dtype = descr_to_dtype(descr)  # drops the padding entries ("", "|V7") of aligned ones
         ptr, readonly = cai["data"]
         strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as e:
@@ -153,8 +156,11 @@ def describe_value(v: Any) -> str:
 
 
 def describe_arg_spec(a: ArgSpec) -> str:
+    dtype = describe_dtype(a.dtype)
     if a.kind == "array":
-        return numba_array_type(str(a.dtype), a.ndim or 0, a.layout or "A")
+        return numba_array_type(dtype, a.ndim or 0, a.layout or "A")
     if a.kind == "scalar":
-        return str(a.dtype)
+        return dtype
+    if a.kind == "pointer":
+        return "voidptr" if a.dtype == "void" else f"CPointer({dtype})"
     return a.kind

@@ -73,6 +73,16 @@ class FakeBackend:
         self.lock = threading.Lock()
         # entry -> [(offset, size)] that param_info reports; None (driver too old) otherwise
         self.param_layouts: Dict[str, List[Tuple[int, int]]] = {}
+        # occupancy: blocks per SM for (entry, block threads, shared) (default 2), SMs, and
+        # the block size max_potential_block_size suggests
+        self.active_blocks: Dict[Tuple[str, int, int], int] = {}
+        self.sms = 132
+        self.potential_block = 768
+        self.occupancy_queries: List[tuple] = []
+        # (func, grid, block, stream, shared_mem, [bytes of each parameter]) of cooperative ones
+        self.cooperative_launches: List[Tuple[Any, Any, Any, Any, int, list]] = []
+        # cuLinkCreate/AddData/Complete: (name, [(input type, bytes)]) per linked load
+        self.links: List[Tuple[str, List[Tuple[str, bytes]]]] = []
 
     def device_info(self):
         return self.info
@@ -111,6 +121,27 @@ class FakeBackend:
 
     def launch(self, func, grid, block, stream, shared_mem, params):
         """Hook for fakes that also run the kernel (`params`: the `ParamBuffer`)."""
+
+    def launch_cooperative_raw(self, func, gx, gy, gz, bx, by, bz, shared_mem, stream, params):
+        self.cooperative_launches.append(
+            ((func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, list(params.param_bytes())))
+        )
+
+    def max_active_blocks_per_sm(self, func, block_threads, shared_mem):
+        self.occupancy_queries.append(("active", func[2], block_threads, shared_mem))
+        return self.active_blocks.get((func[2], block_threads, shared_mem), 2)
+
+    def multiprocessor_count(self):
+        return self.sms
+
+    def max_potential_block_size(self, func, shared_mem, limit):
+        self.occupancy_queries.append(("potential", func[2], shared_mem, limit))
+        return self.potential_block
+
+    def load_linked(self, ptx, inputs, name):
+        """The driver linker: `inputs` are (CUjitInputType name, bytes, path)."""
+        self.links.append((name, [("CU_JIT_INPUT_PTX", ptx)] + [(k, d) for k, d, _ in inputs]))
+        return self.load("ptx", ptx, name)
 
     # graphs: recorded as calls
     def begin_capture(self, stream):

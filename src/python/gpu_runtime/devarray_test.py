@@ -25,6 +25,7 @@ class FakeDriver:
     def __init__(self):
         self.buffers = {}
         self.freed = []
+        self.graveyard = []
         self.syncs = []
 
     def cuMemAlloc(self, n):
@@ -35,7 +36,8 @@ class FakeDriver:
 
     def cuMemFree(self, ptr):
         self.freed.append(ptr)
-        self.buffers.pop(int(ptr))
+        # kept, so that no address is handed out twice (as tests of stale entries assume)
+        self.graveyard.append(self.buffers.pop(int(ptr)))
         return (0,)
 
     def cuMemcpyHtoDAsync(self, dst, src, n, stream):

@@ -81,6 +81,15 @@ def driver_version() -> Tuple[int, int]:
     return (int(v) // 1000, (int(v) % 1000) // 10)
 
 
+def _nul_terminated(data: bytes) -> bytes:
+    return data if data.endswith(b"\0") else data + b"\0"
+
+
+def _link_failure(what: str, err: Any, log: bytearray) -> str:
+    text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
+    return f"{what} failed: {error_name(err)} ({int(err)})" + (f": {text}" if text else "")
+
+
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 _MAX_STREAMS = 64  # CUstream objects launch_raw keeps; more: it starts over
 _ctx_lock = threading.Lock()
@@ -203,6 +212,49 @@ class CudaBackend:
             data = data + b"\0"
         return check(self._driver().cuModuleLoadData(data), f"cuModuleLoadData({name})")
 
+    def load_linked(self, ptx: bytes, inputs: List[Tuple[str, bytes, str]], name: str) -> Any:
+        """PTX linked by the driver (cuLinkCreate, cuLinkAddData, cuLinkComplete) with `inputs`,
+        (CUjitInputType name, bytes, path) each, e.g. libcudadevrt.a and PTX of CUDA C++
+        parts; the linked cubin is loaded with cuModuleLoadData. No compiler: the driver JITs."""
+        import ctypes
+
+        self.device()
+        drv = self._driver()
+        size = 1 << 16
+        info, error = bytearray(size), bytearray(size)
+        opt = drv.CUjit_option
+        keys = [
+            opt.CU_JIT_INFO_LOG_BUFFER,
+            opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            opt.CU_JIT_ERROR_LOG_BUFFER,
+            opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ]
+        state = check(drv.cuLinkCreate(len(keys), keys, [info, size, error, size]), "cuLinkCreate")
+        try:
+            parts = [("CU_JIT_INPUT_PTX", _nul_terminated(ptx), f"{name}.ptx")] + [
+                (k, _nul_terminated(d) if k == "CU_JIT_INPUT_PTX" else d, p) for k, d, p in inputs
+            ]
+            for kind, data, path in parts:
+                err = drv.cuLinkAddData(
+                    state,
+                    getattr(drv.CUjitInputType, kind),
+                    data,
+                    len(data),
+                    path.encode(),
+                    0,
+                    None,
+                    None,
+                )[0]
+                if int(err) != 0:
+                    raise DeviceError(_link_failure(f"cuLinkAddData({path})", err, error))
+            err, cubin_ptr, cubin_size = drv.cuLinkComplete(state)
+            if int(err) != 0:
+                raise DeviceError(_link_failure(f"cuLinkComplete({name})", err, error))
+            cubin = ctypes.string_at(int(cubin_ptr), int(cubin_size))  # freed with the state
+        finally:
+            drv.cuLinkDestroy(state)
+        return check(drv.cuModuleLoadData(cubin), f"cuModuleLoadData({name}, linked)")
+
     def get_function(self, module: Any, entry: str) -> Any:
         self.device()
         return check(
@@ -272,6 +324,59 @@ class CudaBackend:
             (err,) = launch(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, params.address, 0)
         if err is not self._ok:
             check((err,), "cuLaunchKernel")
+
+    def launch_cooperative_raw(
+        self,
+        func: Any,
+        gx: int,
+        gy: int,
+        gz: int,
+        bx: int,
+        by: int,
+        bz: int,
+        shared_mem: int,
+        stream: int,
+        params: Any,
+    ) -> None:
+        """cuLaunchCooperativeKernel (grid sync); the caller has checked the grid fits."""
+        drv = self._driver()
+        self.device()
+        hstream = self._streams.get(stream) if stream else None
+        if hstream is None and stream:
+            hstream = self._stream_object(stream)
+        check(
+            drv.cuLaunchCooperativeKernel(
+                func, gx, gy, gz, bx, by, bz, shared_mem, hstream, params.address
+            ),
+            "cuLaunchCooperativeKernel",
+        )
+
+    # -- occupancy (gpu_runtime.occupancy) ----------------------------------------------------
+    def max_active_blocks_per_sm(self, func: Any, block_threads: int, shared_mem: int) -> int:
+        self.device()
+        return int(
+            check(
+                self._driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    func, block_threads, shared_mem
+                ),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+            )
+        )
+
+    def multiprocessor_count(self) -> int:
+        drv = self._driver()
+        dev = check(drv.cuDeviceGet(self.device()), "cuDeviceGet")
+        attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        return int(check(drv.cuDeviceGetAttribute(attr, dev), "cuDeviceGetAttribute"))
+
+    def max_potential_block_size(self, func: Any, shared_mem: int, limit: int) -> int:
+        """The block size of cuOccupancyMaxPotentialBlockSize (fixed dynamic shared memory)."""
+        self.device()
+        _, block = check(
+            self._driver().cuOccupancyMaxPotentialBlockSize(func, None, shared_mem, limit),
+            "cuOccupancyMaxPotentialBlockSize",
+        )
+        return int(block)
 
     def _stream_object(self, handle: int) -> Any:
         """cuda.bindings' `CUstream` of a raw handle, remembered (a few streams per process)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from gpu_runtime.arrays import array_view, describe_arg_spec, describe_value
 from gpu_runtime.errors import DispatchError
-from gpu_runtime.numba_abi import array_mismatch
+from gpu_runtime.numba_abi import array_mismatch, numba_pointer_value
 from gpu_runtime.scalars import INT_RANGES, scalar_dtype, unwrap_0d
 from gpu_spec.manifest import ArgSpec, KernelSpec
 
@@ -69,6 +69,14 @@ def _array_score(spec: ArgSpec, value: Any) -> Optional[int]:
     return _EXACT if spec.layout == view.layout else _CONVERT
 
 
+def _pointer_score(spec: ArgSpec, value: Any) -> Optional[int]:
+    try:
+        numba_pointer_value(spec, value, "")
+    except DispatchError:
+        return None
+    return _EXACT if array_view(value) is not None else _CONVERT
+
+
 def match_score(kernel: KernelSpec, args: Sequence[Any]) -> Tuple[Optional[int], str]:
     """(score, "") if `args` fit `kernel` (higher is a better fit), else (None, why not)."""
     if kernel.abi != "numba":
@@ -85,6 +93,8 @@ def match_score(kernel: KernelSpec, args: Sequence[Any]) -> Tuple[Optional[int],
             s = _array_score(spec, value)
         elif spec.kind == "scalar":
             s = _scalar_score(str(spec.dtype), value)
+        elif spec.kind == "pointer":
+            s = _pointer_score(spec, value)
         else:
             s = None
         if s is None:

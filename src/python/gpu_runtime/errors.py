@@ -52,3 +52,8 @@ class DispatchError(GpuRuntimeError, TypeError):
 
 class DeviceError(GpuRuntimeError):
     """No usable CUDA device/driver, or a CUDA driver call failed."""
+
+
+class LaunchError(GpuRuntimeError, ValueError):
+    """A launch that cannot run as asked, refused before it reaches the GPU (e.g. a cooperative
+    kernel's grid larger than can be co-resident)."""

@@ -17,6 +17,7 @@ from gpu_runtime import abi
 from gpu_runtime.errors import DispatchError, KernelNotFoundError
 from gpu_runtime.launch_dims import launch_dims
 from gpu_runtime.launch_plan import LaunchPlan, build_plan, pattern_key
+from gpu_runtime.occupancy import check_cooperative_grid, cooperative_limit, forall_config
 from gpu_runtime.param_buffer import ParamBuffer
 from gpu_spec.manifest import KernelSpec, Library, ModuleSpec
 
@@ -41,7 +42,9 @@ class Kernel:
         self._last: Any = _NO_PLAN
         self._last_dims: Tuple[Any, Any, Tuple[int, ...]] = (None, None, ())
         self._last_config: Tuple[Any, Any] = (None, None)
+        self._occupancy: Dict[Tuple[Any, ...], Any] = {}  # see gpu_runtime.occupancy
         backend = cache.backend
+        self._backend = backend
         self._launch_raw = backend.launch_raw
         self._stream_handle = backend.stream_handle
 
@@ -118,9 +121,8 @@ class Kernel:
         except Exception:  # a value only the checked path takes (or refuses): see below
             buf = None
         if buf is None:
-            func, buf = self._plan_and_pack(args)
-        else:
-            func = plan.func
+            plan, buf = self._plan_and_pack(args)
+        func = plan.func
         last = self._last_dims  # (grid, block, dims): the same objects launch the same shape
         if last[0] is grid and last[1] is block:
             dims = last[2]
@@ -129,10 +131,48 @@ class Kernel:
         if shared_mem.__class__ is not int or shared_mem < 0:
             shared_mem = _shared_mem(shared_mem)
         handle = 0 if stream is None else self._stream_handle(stream)
-        self._launch_raw(func, *dims, shared_mem, handle, buf)
+        if plan.cooperative:
+            self._launch_cooperative(func, dims, shared_mem, handle, buf)
+        else:
+            self._launch_raw(func, *dims, shared_mem, handle, buf)
+
+    def _launch_cooperative(
+        self, func: Any, dims: Tuple[int, ...], shared_mem: int, stream: int, buf: ParamBuffer
+    ) -> None:
+        """cuLaunchCooperativeKernel, after checking that the grid can be co-resident."""
+        check_cooperative_grid(
+            self._backend, self._occupancy, func, self.qualified_name, dims, shared_mem
+        )
+        self._backend.launch_cooperative_raw(func, *dims, shared_mem, stream, buf)
+
+    def max_cooperative_grid_blocks(self, block: Any, shared_mem: int = 0, *args: Any) -> int:
+        """The most blocks of `block` threads a cooperative launch of this kernel can have
+        (numba's `max_cooperative_grid_blocks`); `args` pick the signature if there are several."""
+        module, spec = self.resolve(*args) if args else self.overloads()[0]
+        func = self._cache.load_function(self._library.name, module, spec)
+        dims = launch_dims(1, block)
+        per_sm, sms = cooperative_limit(
+            self._backend, self._occupancy, func, dims[3] * dims[4] * dims[5], shared_mem
+        )
+        return per_sm * sms
+
+    def forall(
+        self, ntasks: int, tpb: int = 0, stream: Any = None, sharedmem: int = 0
+    ) -> "_ForAll":
+        """`kernel.forall(n)(*args)`: n threads, in blocks of the size the driver's occupancy
+        calculator suggests (cuOccupancyMaxPotentialBlockSize) unless `tpb` is given."""
+        if ntasks < 0:
+            raise ValueError(f"Can't create ForAll with negative task count: {ntasks}")
+        return _ForAll(self, int(ntasks), int(tpb), stream, _shared_mem(sharedmem))
+
+    def forall_config(self, ntasks: int, args: Tuple[Any, ...], tpb: int = 0, sharedmem: int = 0):
+        """(grid, block) `forall(ntasks, tpb, sharedmem)` launches with for these arguments."""
+        module, spec = self.resolve(*args)
+        func = self._cache.load_function(self._library.name, module, spec)
+        return forall_config(self._backend, self._occupancy, func, ntasks, tpb, sharedmem)
 
     def _plan_and_pack(self, args: Tuple[Any, ...]) -> Tuple[Any, ParamBuffer]:
-        """(function, packed buffer) through the plan of `args`' pattern (made on its first
+        """(plan, packed buffer) through the plan of `args`' pattern (made on its first
         launch), which later launches then try first; the checked path for what it refuses."""
         key, cais = pattern_key(args)
         plan = self._plans.get(key) if key is not None else None
@@ -145,7 +185,7 @@ class Kernel:
             buf = None
         if buf is None:
             return self._checked_pack(args)
-        return plan.func, buf
+        return plan, buf
 
     def _new_plan(self, key: Any, args: Tuple[Any, ...]) -> LaunchPlan:
         """The checked path: dispatch, pack with every check, load; then remember the plan."""
@@ -161,7 +201,7 @@ class Kernel:
         module, spec = self.resolve(*args)
         packed = abi.pack_args(spec, args)
         func = self._cache.load_function(self._library.name, module, spec)
-        return func, ParamBuffer.from_packed(packed)
+        return _Checked(func, spec.cooperative), ParamBuffer.from_packed(packed)
 
     def _launch_dims(self, grid: Any, block: Any) -> Tuple[int, ...]:
         try:
@@ -198,6 +238,30 @@ class Kernel:
 _MAX_PLANS = 64  # patterns (and grid/block pairs) remembered per kernel; more take the checked path
 # grid/block types whose objects never change value (a tuple's items are checked to be ints)
 _IMMUTABLE = (int, tuple)
+
+
+class _Checked:
+    """What `launch` reads of a plan, for a launch the checked path packed."""
+
+    __slots__ = ("func", "cooperative")
+
+    def __init__(self, func: Any, cooperative: bool) -> None:
+        self.func, self.cooperative = func, cooperative
+
+
+class _ForAll:
+    """`kernel.forall(n, tpb, stream, sharedmem)`: call it with the kernel's arguments."""
+
+    __slots__ = ("_k", "_n", "_tpb", "_stream", "_shared")
+
+    def __init__(self, kernel: Kernel, n: int, tpb: int, stream: Any, shared: int) -> None:
+        self._k, self._n, self._tpb, self._stream, self._shared = kernel, n, tpb, stream, shared
+
+    def __call__(self, *args: Any) -> None:
+        if self._n == 0:
+            return
+        grid, block = self._k.forall_config(self._n, args, self._tpb, self._shared)
+        self._k.launch(grid, block, *args, stream=self._stream, shared_mem=self._shared)
 
 
 class _NoPlan:

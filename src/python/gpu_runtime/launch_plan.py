@@ -8,13 +8,13 @@ argument, as one `struct` format. Later launches with the same pattern compute t
 shapes, strides, scalars) into a reused per-thread `ParamBuffer` with a single `pack_into`.
 
 A pattern is what dispatch and packing depend on beyond values: for a device array its Python
-type, typestr, ndim and (C, F) contiguity; for a Python int its sign and bit length (the
-integer types it fits); for any other argument its exact type. Types whose instances differ in
-ways the type does not tell (datetime units, structured dtypes, 0-d arrays, int subclasses)
-are never cached: they take the checked path on every launch. A value the fast packing cannot
-take (out of range for its type, a signedness the C ABI reinterprets, a float32 overflow)
-makes `pack` raise, and the caller falls back to the checked path for that launch, which
-either packs it exactly as before or raises the same DispatchError.
+type, typestr (with "descr" for records), ndim and (C, F) contiguity; for a Python int its sign
+and bit length (the integer types it fits); for any other argument its exact type. Types whose
+instances differ in ways the type does not tell (datetime units, 0-d host arrays, int
+subclasses) are never cached: they take the checked path on every launch. A value the fast
+packing cannot take (out of range for its type, a signedness the C ABI reinterprets, a float32
+overflow) makes `pack` raise, and the caller falls back to the checked path for that launch,
+which either packs it exactly as before or raises the same DispatchError.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from gpu_runtime.arrays import array_view, c_strides, contiguity
 from gpu_runtime.devarray import DeviceArray
 from gpu_runtime.launch_repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
-from gpu_runtime.numba_abi import numba_array_values, numba_scalar_values
+from gpu_runtime.numba_abi import numba_array_values, numba_pointer_value, numba_scalar_values
 from gpu_runtime.param_buffer import ParamBuffer
 from gpu_runtime.params import PackedArgs, PackedValue, parse_param_type
 from gpu_runtime.scalars import scalar_dtype
@@ -51,26 +51,33 @@ _ITEMSIZE: dict = {}
 def _itemsize(typestr: str) -> int:
     n = _ITEMSIZE.get(typestr)
     if n is None:
-        n = _ITEMSIZE[typestr] = np.dtype(typestr).itemsize
+        n = _ITEMSIZE[typestr] = np.dtype(typestr).itemsize  # "|V16": a record's itemsize
     return n
 
 
 def _array_key(t: type, cai: Any) -> Optional[Tuple[Any, ...]]:
     typestr, shape = cai["typestr"], cai["shape"]
-    if typestr[1:2] == "V" or cai.get("mask") is not None:
-        return None  # structured dtypes (told apart only by "descr") and masks: checked path
+    if cai.get("mask") is not None:
+        return None  # masks: the checked path refuses them
     strides = cai.get("strides")
     ndim = len(shape)
     if strides is None:  # C order: F-contiguous too when at most one extent is not 1
-        if ndim < 2:
-            return (t, typestr, ndim, _BOTH)
-        flags = (True, 0 in shape or sum(n != 1 for n in shape) < 2)
+        flags = _BOTH if ndim < 2 else (True, 0 in shape or sum(n != 1 for n in shape) < 2)
     else:
         flags = contiguity(shape, strides, _itemsize(typestr))
+    if typestr[1:2] == "V":  # records are told apart only by "descr" (numba's have none)
+        return (t, (typestr, _freeze(cai.get("descr"))), ndim, flags)
     return (t, typestr, ndim, flags)
 
 
 _BOTH = (True, True)
+
+
+def _freeze(descr: Any) -> Any:
+    """A `descr` list (of tuples, lists for nested records) as nested tuples: hashable."""
+    if isinstance(descr, (list, tuple)):
+        return tuple(_freeze(d) for d in descr)
+    return descr
 
 
 def pattern_key(args: Sequence[Any]) -> Tuple[Optional[tuple], List[Any]]:
@@ -94,7 +101,7 @@ def pattern_key(args: Sequence[Any]) -> Tuple[Optional[tuple], List[Any]]:
                 return None, cais  # freed: the checked path reports it
             cai = entry[0]
             if entry[1] is None:
-                return None, cais  # a structured dtype: the checked path every time
+                return None, cais  # a mask: the checked path refuses it
             key.append(entry[1])
         else:
             try:
@@ -196,6 +203,8 @@ def _numba_arg(spec: Any, value: Any, what: str) -> Tuple[List[PackedValue], Opt
         assert view is not None
         codes = [_ZEROS, "q", "q", "Q"] + ["q"] * (2 * view.ndim)
         return vals, (codes, _numba_array(view.itemsize))
+    if spec.kind == "pointer":
+        return [numba_pointer_value(spec, value, what)], _pointer_part(value)
     vals = numba_scalar_values(str(spec.dtype), value, what)
     dt = scalar_dtype(str(spec.dtype))
     if len(vals) != 1:
@@ -207,6 +216,19 @@ def _numba_arg(spec: Any, value: Any, what: str) -> Tuple[List[PackedValue], Opt
     if dt.kind == "f" and dt.itemsize in (4, 8):
         return vals, (["f" if dt.itemsize == 4 else "d"], _scalar)
     return vals, None  # float16 bits, datetimes: the checked path packs them
+
+
+def _pointer_part(value: Any) -> Optional[tuple]:
+    """(codes, extractor) of a numba pointer argument (one u64), as `numba_pointer_value`
+    reads it: an integer, a device array's data pointer, or a buffer's `.handle`/`.ptr`."""
+    if isinstance(value, (int, np.integer)):
+        return (["Q"], _scalar)
+    if array_view(value) is not None:
+        return (["Q"], _cai_pointer)
+    for attr in ("handle", "ptr"):
+        if getattr(value, attr, None) is not None:
+            return (["Q"], _attr_pointer(attr))
+    return None
 
 
 def _c_arg(ptext: str, value: Any) -> Optional[tuple]:
@@ -253,11 +275,12 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     values, parts = _per_arg(kernel, args)
     if kernel.abi == "numba" and tuple(values) != packed.values:
         raise AssertionError(f"{kernel.describe()}: the plan disagrees with the ABI's packing")
+    coop = kernel.cooperative
     if any(p is None for p in parts):
-        return LaunchPlan(func, packed, None, ())
+        return LaunchPlan(func, packed, None, (), coop)
     codes = [c for p in parts for c in p[0]]
     extractors = tuple(p[1] for p in parts)
-    plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors)
+    plan = LaunchPlan(func, packed, _struct_format(codes, packed), extractors, coop)
     key = pattern_key(args)[0]
     if key is not None:
         steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
@@ -329,12 +352,28 @@ class LaunchPlan:
     threads launching the same kernel never write into each other's parameters.
     """
 
-    __slots__ = ("func", "fast", "steps", "repack", "_struct", "_extractors", "_layout", "_local")
+    __slots__ = (
+        "func",
+        "cooperative",
+        "fast",
+        "steps",
+        "repack",
+        "_struct",
+        "_extractors",
+        "_layout",
+        "_local",
+    )
 
     def __init__(
-        self, func: Any, packed: PackedArgs, fmt: Optional[str], extractors: Tuple[Any, ...]
+        self,
+        func: Any,
+        packed: PackedArgs,
+        fmt: Optional[str],
+        extractors: Tuple[Any, ...],
+        cooperative: bool = False,
     ) -> None:
         self.func = func
+        self.cooperative = cooperative  # grid sync: launched with cuLaunchCooperativeKernel
         self.fast = fmt is not None
         # per argument (kind, pattern part, reader), set by build_plan; None: the plan is
         # only found through its pattern key, and `repack` fits nothing

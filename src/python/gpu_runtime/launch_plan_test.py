@@ -159,9 +159,25 @@ def test_uncacheable_arguments_have_no_key():
     class Weird(int):
         pass
 
-    structured = FakeDeviceArray((4,), np.dtype([("a", "<f4"), ("b", "<f4")]))
-    for a in [np.zeros(()), np.datetime64("2020-01-01"), Weird(3), structured, b"ab"]:
+    for a in [np.zeros(()), np.datetime64("2020-01-01"), Weird(3), b"ab"]:
         assert pattern_key([a])[0] is None
+
+
+class RecordArray(FakeDeviceArray):
+    """A device array of records that exports "descr" (as DeviceArray and CuPy do)."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return dict(super().__cuda_array_interface__, descr=self.dtype.descr)
+
+
+def test_record_arrays_are_told_apart_by_descr():
+    ab = np.dtype([("a", "<f4"), ("b", "<f4")])
+    ba = np.dtype([("b", "<f4"), ("a", "<f4")])
+    key = pattern_key([RecordArray((4,), ab)])[0]
+    assert key is not None and key == pattern_key([RecordArray((9,), ab)])[0]
+    assert key != pattern_key([RecordArray((4,), ba)])[0]  # same typestr |V8
+    assert key != pattern_key([FakeDeviceArray((4,), ab)])[0]  # no descr (numba's arrays)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,11 +10,12 @@ import pytest
 import gpu_runtime
 from gpu_runtime import devarray
 from gpu_runtime.abi import pack_args
-from gpu_runtime.abi_test import PTR, A, S, numba_kernel
+from gpu_runtime.abi_test import PTR, A, P, S, numba_kernel
 from gpu_runtime.conftest import FakeDeviceArray
 from gpu_runtime.devarray import DeviceArray
 from gpu_runtime.devarray_test import FakeDriver
 from gpu_runtime.device import CudaBackend
+from gpu_runtime.dtype_json import dtype_to_json
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.launch_plan import build_plan, pattern_key
 from gpu_runtime.launch_plan_test import C_CASES, NUMBA_CASES, c_kernel
@@ -124,9 +125,24 @@ def test_repack_refuses_every_other_pattern(driver):
         assert plan.repack(args) is None, args
 
 
-def test_structured_device_arrays_are_never_cached(driver):
-    a = DeviceArray((4,), np.dtype([("a", "<f4"), ("b", "<f4")]))
-    assert pattern_key([a])[0] is None
+def test_record_and_pointer_arguments_repack_their_own_values(driver):
+    rec = np.dtype([("s0", "<u8"), ("s1", "<u8")], align=True)
+    k = numba_kernel(
+        [A(dtype_to_json(rec), 1), P("float32"), P("void"), A("float64", 0)],
+    )
+    states, out, z = dev((8,), rec), dev((8,)), dev((), "float64")
+    assert pattern_key([states])[0] is not None
+    plan = plan_of(k, [states, out, 0x1000, z])
+    for args in ([dev((3,), rec), dev((2,)), 0x1800, dev((), "float64")], [states, out, 0x1FFF, z]):
+        buf = plan.repack(args)
+        assert buf is not None and buf.image() == pack_args(k, args).image
+    swapped = [states, 0x30, out, z]  # an int for the typed pointer: another pattern
+    assert plan.repack(swapped) is None
+    assert plan_of(k, swapped).repack(swapped).image() == pack_args(k, swapped).image
+    other = dev((8,), np.dtype([("a", "<u8"), ("b", "<u8")]))  # same bytes, other names
+    assert plan.repack([other, out, 0, z]) is None
+    with pytest.raises(DispatchError, match="record"):
+        pack_args(k, [other, out, 0, z])
 
 
 def test_plans_without_steps_fit_nothing():

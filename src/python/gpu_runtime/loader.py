@@ -1,9 +1,10 @@
 """From cache/ to the device: which listed files are present, and loading each module once.
 
 A module is read, checked against the manifest's sha256 and handed to the backend the first time
-one of its kernels is needed, by whichever thread asks first; the others wait for it rather than
-loading it again. Each kernel entry's function handle is then kept, so that a launch after the
-first is a dictionary lookup.
+one of its kernels is needed (a PTX module with "ptx_link" files goes through the driver's linker
+with them, each verified the same way), by whichever thread asks first; the others wait for it
+rather than loading it again. Each kernel entry's function handle is then kept, so that a launch
+after the first is a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
 from gpu_runtime.selection import Choice
-from gpu_spec.manifest import KernelSpec, Library, ModuleSpec, Variant
+from gpu_spec.manifest import (
+    PTX_LINK_KINDS,
+    KernelSpec,
+    Library,
+    ModuleSpec,
+    Variant,
+    ptx_link_kind,
+)
 
 log = logging.getLogger("gpu_runtime")
 
@@ -38,12 +46,17 @@ def variants_on_disk(root: str, lib: Library) -> List[Variant]:
         missing.append(path)
         return None
 
+    def ptx_of(m: ModuleSpec) -> Optional[str]:
+        """The module's PTX, offered only with every file its link needs."""
+        ptx = present(m.ptx)
+        links = [present(p) for p in m.ptx_link]
+        return ptx if all(links) else None
+
     variants = [
         dataclasses.replace(
             v,
             modules=tuple(
-                dataclasses.replace(m, ptx=present(m.ptx), cubin=present(m.cubin))
-                for m in v.modules
+                dataclasses.replace(m, ptx=ptx_of(m), cubin=present(m.cubin)) for m in v.modules
             ),
         )
         for v in lib.variants
@@ -118,8 +131,9 @@ class ModuleLoader:
         t_read = t0
         if obj is None:
             data = read_verified(self._root, path, self._files, fix=self._fix)
+            links = self._link_inputs(module) if ch.kind == "ptx" else []
             t_read = time.perf_counter()
-            obj = self._load_module(ch.kind, path, data, f"{library}/{module.name}")
+            obj = self._load_module(ch.kind, path, data, f"{library}/{module.name}", links)
             with self._lock:
                 self._objects[(library, module.name)] = obj
         try:
@@ -145,10 +159,35 @@ class ModuleLoader:
         )
         return func
 
-    def _load_module(self, kind: str, path: Optional[str], data: bytes, name: str) -> Any:
+    def _link_inputs(self, module: ModuleSpec) -> List[Tuple[str, bytes, str]]:
+        """(CUjitInputType name, bytes, path) of each file the PTX is linked with, verified."""
+        out = []
+        for p in module.ptx_link:
+            kind = ptx_link_kind(p)
+            if kind is None:
+                raise GpuRuntimeError(
+                    f"module {module.name}: cannot link {p} with its PTX: unknown file kind "
+                    f"(known: {', '.join(sorted(PTX_LINK_KINDS))})"
+                )
+            out.append((kind, read_verified(self._root, p, self._files), p))
+        return out
+
+    def _load_module(
+        self,
+        kind: str,
+        path: Optional[str],
+        data: bytes,
+        name: str,
+        links: Sequence[Tuple[str, bytes, str]] = (),
+    ) -> Any:
         try:
+            if links:  # the driver's linker: PTX + device libraries/parts, no compiler
+                return self._backend.load_linked(data, list(links), name)
             return self._backend.load(kind, data, name)
         except GpuRuntimeError:
             raise
         except Exception as e:
-            raise GpuRuntimeError(f"loading {kind} {path} failed: {type(e).__name__}: {e}") from e
+            what = f"{kind} {path}" + (
+                f" linked with {', '.join(p for _, _, p in links)}" if links else ""
+            )
+            raise GpuRuntimeError(f"loading {what} failed: {type(e).__name__}: {e}") from e

@@ -5,12 +5,16 @@ Each array argument becomes 5 + 2*ndim 8-byte parameters
 (strides in bytes; C-order strides computed when the array interface gives none). Scalars are
 passed by value in the signature's type: int8..uint64 and float32/float64 as such, float16 as
 its 16 bits, bool as one byte, complex64/complex128 as two parameters (real, imag) of
-float32/float64, datetime64/timedelta64 as int64.
+float32/float64, datetime64/timedelta64 as int64. An array of records (a numpy structured
+dtype, e.g. numba.cuda.random's xoroshiro128p states) is packed like any array, its itemsize
+the record's.
+A raw pointer (`CPointer(T)`, `voidptr`) is one 8-byte parameter, the address: numba passes the
+integer it is given; here a device array (its data pointer), a buffer with `.handle`/`.ptr`, or
+a Python/numpy integer.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -23,6 +27,8 @@ from gpu_runtime.arrays import (
     is_host_array,
     numba_array_type,
 )
+from gpu_runtime.c_abi import device_pointer
+from gpu_runtime.dtype_json import describe_np_dtype, dtype_fits
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.params import PackedArgs, PackedValue, build_image, parse_param_type
 from gpu_runtime.scalars import (
@@ -104,16 +110,10 @@ def numba_array_values(spec: ArgSpec, value: Any, what: str) -> List[PackedValue
 
 def array_mismatch(spec: ArgSpec, view: ArrayView) -> Optional[str]:
     """Why `view` does not fit the array argument `spec` (dtype, ndim, layout), or None."""
-    try:
-        want_dtype = _np_dtype(spec.dtype)
-    except TypeError:
-        return f"unsupported array dtype {spec.dtype!r} in kernel signature"
-    why = None
-    if view.dtype != want_dtype:
-        why = f"dtype {view.dtype}, not {want_dtype}"
-    elif view.ndim != spec.ndim:
+    why = dtype_fits(spec.dtype, view.dtype)
+    if why is None and view.ndim != spec.ndim:
         why = f"{view.ndim}-D, not {spec.ndim}-D"
-    elif spec.layout in ("C", "F"):
+    elif why is None and spec.layout in ("C", "F"):
         c, f = view.flags
         if spec.layout == "C" and not c:
             why = "not C-contiguous"
@@ -122,13 +122,41 @@ def array_mismatch(spec: ArgSpec, view: ArrayView) -> Optional[str]:
     if why is None:
         return None
     # Described only on a mismatch: this check runs on every launch.
-    got = numba_array_type(str(view.dtype), view.ndim, view.layout)
+    got = numba_array_type(describe_np_dtype(view.dtype), view.ndim, view.layout)
     return f"expected {describe_arg_spec(spec)}, got {got} ({why})"
 
 
-@functools.lru_cache(maxsize=None)
-def _np_dtype(name: str) -> np.dtype:
-    return np.dtype(name)
+def numba_pointer_value(spec: ArgSpec, value: Any, what: str) -> PackedValue:
+    """The address numba passes for a `CPointer(T)` / `voidptr` argument."""
+    if isinstance(value, (bool, np.bool_)):
+        raise DispatchError(f"{what}: expected a device pointer, got a bool")
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if not 0 <= v < 1 << 64:
+            raise DispatchError(f"{what}: pointer {v} is not an address (0 <= p < 2**64)")
+        return ("u64", v)
+    view = array_view(value)
+    if view is not None:
+        if spec.dtype not in (None, "void"):
+            why = dtype_fits(spec.dtype, view.dtype)
+            if why is not None:
+                raise DispatchError(
+                    f"{what}: {describe_arg_spec(spec)} got a device array of {why}; pass "
+                    f"its address as an int to reinterpret it"
+                )
+        return ("u64", view.ptr)
+    ptr = device_pointer(value)
+    if ptr is not None:
+        return ("u64", ptr)
+    if is_host_array(value):
+        raise DispatchError(
+            f"{what}: got a host (numpy) array where a device pointer is expected; use "
+            f"gpu_runtime.DeviceArray.from_numpy(a)"
+        )
+    raise DispatchError(
+        f"{what}: expected a device pointer ({describe_arg_spec(spec)}: a device array, a "
+        f"buffer or an int address), got {describe_value(value)}"
+    )
 
 
 def pack_numba_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:
@@ -143,6 +171,8 @@ def pack_numba_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:
             values.extend(numba_array_values(spec, value, what))
         elif spec.kind == "scalar":
             values.extend(numba_scalar_values(str(spec.dtype), value, what))
+        elif spec.kind == "pointer":
+            values.append(numba_pointer_value(spec, value, what))
         else:
             raise DispatchError(
                 f"{what}: argument kind {spec.kind!r} is not supported by gpu_runtime"

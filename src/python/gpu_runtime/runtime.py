@@ -243,6 +243,8 @@ class KernelCache:
             for name in self.libraries():
                 ch = self.choice(name)
                 paths.extend(p for m in ch.variant.modules if (p := ch.path_of(m)) is not None)
+                if ch.kind == "ptx":
+                    paths.extend(p for m in ch.variant.modules for p in m.ptx_link)
         for p in paths:
             resolve_in_cache(self._root, p)
             read_verified(self._root, p, self._files, fix=self._integrity_fix())
