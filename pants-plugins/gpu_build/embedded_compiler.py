@@ -67,8 +67,9 @@ async def embedded_compiler(_: EmbeddedCompilerRequest) -> EmbeddedCompiler:
             softwrap(
                 f"""
                 This gpu_build plugin carries no compiler ({missing} is missing): it runs
-                from a source checkout, not from the gpu-build wheel. Fix: set `[gpu-toolchains].compiler` to the `python_sources`
-                target of the gpu_compiler package, e.g.
+                from a source checkout, not from the gpu-build wheel. Fix: set
+                `[gpu-toolchains].compiler` to the `python_sources` target of the gpu_compiler
+                package, e.g.
                 `compiler = "src/python/gpu_compiler:compiler"`, or install the plugin from its
                 wheel through `[GLOBAL].plugins`.
                 """

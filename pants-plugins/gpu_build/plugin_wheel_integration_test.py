@@ -233,12 +233,14 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FreshRepo]:
             repo, ["package", f"{APP}:bundle"], local_store=tmp / "store", launcher=launcher
         ).check()
         checkout = copy_checkout(repo_root(), tmp / "checkout")
-        run_pants(
+        again = run_pants(
             checkout,
             ["--no-local-cache", "package", "//:gpu_build-wheel", "//:gpu_runtime-wheel"],
             local_store=None,
         ).check()
         rebuilt = {name: sha256(Path(checkout) / "dist" / name) for name in wheels}
+        for what, run in (("lockfiles", lockfiles), ("package", package), ("wheels", again)):
+            print(f"{what}: {run.summary()}")
         yield FreshRepo(repo, wheels, lockfiles, package, rebuilt)
     finally:
         # The local store holds a copy of the 280 MiB toolchain PEX.
@@ -285,7 +287,9 @@ def test_the_new_repo_resolved_the_plugin_and_locked_the_runtime_wheel(fresh: Fr
     assert "Resolving plugins: gpu-build==0.1.0" in fresh.lockfiles.stderr
     default_lock = (fresh.repo / "3rdparty/python/default.lock").read_text()
     assert f"file://{fresh.wheels[RUNTIME_WHEEL]}" in default_lock
-    assert '"project_name": "numba-cuda"' in (fresh.repo / "3rdparty/python/cuda13.lock").read_text()
+    assert (
+        '"project_name": "numba-cuda"' in (fresh.repo / "3rdparty/python/cuda13.lock").read_text()
+    )
 
 
 def test_the_bundle_compiled_its_kernel_with_the_embedded_compiler(fresh: FreshRepo) -> None:
