@@ -12,7 +12,8 @@ directory installs the gpu-build plugin from its wheel and depends on the gpu-ru
 - `pants package` of its `deploy_bundle` compiles the kernel (one process, both capabilities)
   from an empty local store; the manifest lists it with the right sha256s, the PTX and cubin
   are for sm_90 (PTX ISA <= 9.0), the app PEX carries gpu-runtime and no compiler, and the
-  app run with `--verify` (no GPU needed) opens the bundle and checks every file.
+  app run with `--verify` (no GPU needed) on each CPython 3.10-3.12 found opens the bundle and
+  checks every file.
 - The wheels are byte-reproducible: built again in a copy of this checkout with the process
   cache off, they have the same sha256.
 
@@ -188,21 +189,25 @@ def write_repo(repo: Path, find_links: Path) -> None:
         (repo / rel).write_text(dedent(text))
 
 
-def app_python() -> str:
-    """A CPython 3.10-3.12 to run the app PEX with (its interpreter constraints)."""
+def app_pythons() -> dict[str, str]:
+    """A CPython for each of 3.10, 3.11 and 3.12 found (the app's interpreter constraints)."""
     path = base_env()["PATH"]
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    candidates = [shutil.which(f"python3.{m}", path=path) for m in (12, 11, 10)]
-    candidates += [str(p) for p in sorted(pyenv.glob("3.1[012].*/bin/python3"))]
-    for python in filter(None, candidates):
-        probe = subprocess.run(
-            [python, "-c", "import sys; assert (3, 10) <= sys.version_info[:2] <= (3, 12)"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        if probe.returncode == 0:
-            return python
-    raise AssertionError(f"no CPython 3.10-3.12 on PATH or in {pyenv}")
+    found: dict[str, str] = {}
+    for minor in ("3.10", "3.11", "3.12"):
+        candidates = [shutil.which(f"python{minor}", path=path)]
+        candidates += [str(p) for p in sorted(pyenv.glob(f"{minor}.*/bin/python3"))]
+        for python in filter(None, candidates):
+            probe = subprocess.run(
+                [python, "-c", f"import sys; assert sys.version.startswith('{minor}.')"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if probe.returncode == 0:
+                found[minor] = python
+                break
+    assert found, f"no CPython 3.10-3.12 on PATH or in {pyenv}"
+    return found
 
 
 @dataclass(frozen=True)
@@ -334,16 +339,17 @@ def test_the_app_pex_carries_the_runtime_wheel_and_verifies_the_bundle(fresh: Fr
         deps = {n.split("/")[1] for n in zf.namelist() if n.startswith(".deps/")} - {""}
     projects = sorted({d.split("-")[0] for d in deps})
     assert projects == ["cuda_bindings", "cuda_pathfinder", "gpu_runtime", "numpy"], deps
-    run = subprocess.run(
-        [app_python(), "app.pex", "--verify"],
-        cwd=bundle,
-        env={**base_env(), "PIP_CONFIG_FILE": "/dev/null"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        universal_newlines=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    report = json.loads(run.stdout.strip().splitlines()[-1])
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
-    assert report == {"kernels": ["saxpy.saxpy"], "files": sorted(manifest["files"])}
+    for minor, python in app_pythons().items():
+        run = subprocess.run(
+            [python, "app.pex", "--verify"],
+            cwd=bundle,
+            env=base_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, (minor, run.stderr[-4000:])
+        report = json.loads(run.stdout.strip().splitlines()[-1])
+        assert report == {"kernels": ["saxpy.saxpy"], "files": sorted(manifest["files"])}, minor
