@@ -260,13 +260,15 @@ def run_pants(
     pantsd: bool = False,
     record: bool = False,
     timeout: float = 1800,
+    launcher: StrPath = "./pants",
 ) -> PantsRun:
     """One `./pants` run in repo, with its own local store (None: Pants' default one).
 
     env: set over `base_env()`; wrapper: a command line that runs `./pants ...` (its arguments);
-    record: fill in the run's counters and processes (see the module's docstring)."""
+    record: fill in the run's counters and processes (see the module's docstring); launcher: the
+    script that runs Pants (another checkout's `pants`, for a repo that has none of its own)."""
     workunit_dir = tempfile.mkdtemp(prefix="workunits-")
-    argv = ["./pants", "--pantsd" if pantsd else "--no-pantsd"]
+    argv = [os.fspath(launcher), "--pantsd" if pantsd else "--no-pantsd"]
     if local_store is not None:
         argv.append(f"--local-store-dir={os.fspath(local_store)}")
     argv += [*(record_options(workunit_dir) if record else ()), *args]

@@ -40,7 +40,8 @@ class GpuToolchains(Subsystem):
             """
             The address of the `python_sources` target of the `gpu_compiler` package, e.g.
             `src/python/gpu_compiler:compiler`. Its sources and those of its dependencies are
-            put into each toolchain PEX, which runs them as `python -m gpu_compiler`.
+            put into each toolchain PEX, which runs them as `python -m gpu_compiler`. Unset
+            (the default): the compiler the gpu-build plugin wheel carries.
             """
         ),
     )

@@ -1,10 +1,10 @@
-"""The pinned compile toolchain: the compiler target's code inside a PEX of one locked resolve.
+"""The pinned compile toolchain: the compiler's code inside a PEX of one locked resolve.
 
 Modelled on Pants' Dockerfile parser: our own code runs from a PEX built from a lockfile, so
-every compile uses exactly the locked NVIDIA wheels and never the host's CUDA. The code comes from
-the target `[gpu-toolchains].compiler` names, through the engine: editing the compiler rebuilds
-the PEX and re-runs the compiles by ordinary invalidation, and nothing is read behind the engine's
-back.
+every compile uses exactly the locked NVIDIA wheels and never the host's CUDA. The code is the
+compiler the plugin wheel embeds (`embedded_compiler`), or the target `[gpu-toolchains].compiler`
+names, through the engine: editing that compiler rebuilds the PEX and re-runs the compiles by
+ordinary invalidation.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import TransitiveTargets, TransitiveTargetsRequest
 from pants.util.strutil import softwrap
 
+from gpu_build import embedded_compiler
+from gpu_build.embedded_compiler import EmbeddedCompiler, EmbeddedCompilerRequest
 from gpu_build.subsystem import GpuToolchains
 from gpu_spec.ptx_isa import toolchain_ptx_isa
 
@@ -81,7 +83,9 @@ def toolchain_spec(subsystem: GpuToolchains, name: str | None, *, origin: str) -
 
 @dataclass(frozen=True)
 class CompilerSources:
-    """The compiler target's Python sources and their dependencies', source roots stripped."""
+    """gpu_compiler and gpu_spec as the toolchain PEX takes them: the compiler embedded in the
+    plugin, or the `[gpu-toolchains].compiler` target's sources and their dependencies', source
+    roots stripped."""
 
     digest: Digest
 
@@ -89,10 +93,8 @@ class CompilerSources:
 @rule(desc="Find the GPU kernel compiler's sources")
 async def compiler_sources(subsystem: GpuToolchains) -> CompilerSources:
     if not subsystem.compiler:
-        raise UnknownToolchainError(
-            "`[gpu-toolchains].compiler` is not set: name the `python_sources` target of the "
-            'gpu_compiler package, e.g. `compiler = "src/python/gpu_compiler:compiler"`.'
-        )
+        embedded = await Get(EmbeddedCompiler, EmbeddedCompilerRequest())
+        return CompilerSources(embedded.digest)
     addresses = await Get(
         Addresses,
         UnparsedAddressInputs(
@@ -157,4 +159,4 @@ async def build_toolchain_pex(
 
 
 def rules():
-    return [*collect_rules(), *pex.rules()]
+    return [*collect_rules(), *embedded_compiler.rules(), *pex.rules()]
