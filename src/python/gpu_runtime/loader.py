@@ -169,7 +169,7 @@ class ModuleLoader:
                     f"module {module.name}: cannot link {p} with its PTX: unknown file kind "
                     f"(known: {', '.join(sorted(PTX_LINK_KINDS))})"
                 )
-            out.append((kind, read_verified(self._root, p, self._files), p))
+            out.append((kind, read_verified(self._root, p, self._files, fix=self._fix), p))
         return out
 
     def _load_module(
