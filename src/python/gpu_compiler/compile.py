@@ -12,7 +12,7 @@ nothing" easy: nothing touches the output directory until every module has
 compiled, and the directory is then published with one rename.
 
 The data model and ``write_outputs`` are importable from here too: callers
-(the CLI, the runtime's dev mode, benches) know this module only.
+(the CLI, the runtime's JIT mode, benches) know this module only.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ class CompileOptions:
     ``sandbox_root`` makes the compile hermetic: every file it reads (headers,
     imported modules) must resolve inside that directory ("." = the working
     directory, the Pants sandbox) or in the toolchain, else CompileError.
-    None lifts that (the runtime's dev mode, compiling a developer's checkout).
+    None lifts that (the runtime's JIT mode, compiling a developer's checkout).
     It changes no output, so metadata.json does not record it.
     """
 

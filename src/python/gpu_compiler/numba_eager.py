@@ -8,7 +8,7 @@ signatures on it; given a function (plain ``@cuda.jit``), it is numba's ``jit`` 
 backend then compiles each recorded signature for the target capability, exactly as written.
 
 Only the import is affected: ``numba.cuda.jit`` and ``numba.cuda.decorators.jit`` are restored
-afterwards (the host process of the runtime's dev mode may use numba itself).
+afterwards (the host process of the runtime's JIT mode may use numba itself).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ editing it would still give a cache hit with the old code, and with a remote
 cache one machine's copy would reach every runner. So each file the compile
 opens is checked here first, after ``realpath`` (symlinks count).
 
-``Sandbox(None)`` confines nothing: the runtime's dev mode compiles a
+``Sandbox(None)`` confines nothing: the runtime's JIT mode compiles a
 developer's checkout in their own process, where no cache key depends on it.
 """
 

@@ -13,7 +13,7 @@ class GpuRuntimeError(Exception):
 
 
 class CacheNotFoundError(GpuRuntimeError):
-    """No bundle cache (`cache/manifest.json`) was found and dev mode is not enabled."""
+    """No bundle cache (`cache/manifest.json`) was found and JIT mode has no kernels to compile (or is off: strict)."""
 
 
 class ManifestError(GpuRuntimeError, spec_errors.ManifestError):

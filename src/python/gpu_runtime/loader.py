@@ -76,7 +76,7 @@ def variants_on_disk(root: str, lib: Library) -> List[Variant]:
 class ModuleLoader:
     """Loads modules of the chosen variants, verified, once per process; thread-safe.
 
-    `files` is the manifest's {path: sha256}, shared with the cache (dev mode adds to it as it
+    `files` is the manifest's {path: sha256}, shared with the cache (JIT mode adds to it as it
     compiles); `choose` gives a library's `Choice`, asked only when something must be loaded.
     """
 

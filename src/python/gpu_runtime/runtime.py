@@ -101,7 +101,7 @@ class KernelCache:
         return sorted(self._libraries)
 
     def library(self, name: str) -> Library:
-        """The manifest entry of library `name` (in dev mode: once compiled)."""
+        """The manifest entry of library `name` (in JIT mode: once compiled)."""
         self._discover(name, name)
         try:
             return self._libraries[name]
@@ -142,7 +142,7 @@ class KernelCache:
         return k
 
     def _discover(self, name: str, library: Optional[str]) -> None:
-        """Hook for dev mode: make `name` known (compile sources) before lookup."""
+        """Hook for JIT mode: make `name` known (compile sources) before lookup."""
 
     def _describe_origin(self) -> str:
         return f"bundle {self._manifest.bundle!r} ({self._root})"
