@@ -200,11 +200,9 @@ def _cmd_versions(args: argparse.Namespace) -> int:
 
 
 def _cmd_fingerprint() -> int:
-    from gpu_compiler import toolchain
-    from gpu_compiler.fingerprint import code_sha256
+    from gpu_compiler.fingerprint import fingerprint
 
-    data = {"toolchain": toolchain.versions(), "code": code_sha256()}
-    sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    sys.stdout.write(json.dumps(fingerprint(), sort_keys=True) + "\n")
     return 0
 
 

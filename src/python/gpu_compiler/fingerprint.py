@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Iterable
+from typing import Any, Dict, Iterable
 
 
 def _package_files(package_dir: str) -> Iterable[str]:
@@ -32,3 +32,10 @@ def code_sha256() -> str:
             name = "%s/%s" % (package.__name__, os.path.basename(path))
             digest.update(b"%d:%s\0%d:" % (len(name), name.encode(), len(content)) + content)
     return digest.hexdigest()
+
+
+def fingerprint() -> Dict[str, Any]:
+    """What `python -m gpu_compiler fingerprint` prints: toolchain versions and code_sha256."""
+    from gpu_compiler import toolchain
+
+    return {"toolchain": toolchain.versions(), "code": code_sha256()}

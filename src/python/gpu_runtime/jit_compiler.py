@@ -44,12 +44,19 @@ class Compiler:
     command: Tuple[str, ...]
     env: Mapping[str, str]
     description: str
+    # The compiler runs this interpreter: ask gpu_compiler for the fingerprint in process (the
+    # same function its CLI prints), saving a process start on every run of the app.
+    in_process: bool = False
     _fingerprint: Optional[Dict[str, Any]] = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def fingerprint(self) -> Dict[str, Any]:
         """{"toolchain": versions, "code": sha256 of the compiler's code}, asked once."""
         with self._lock:
+            if self._fingerprint is None and self.in_process:
+                from gpu_compiler.fingerprint import fingerprint  # pants: no-infer-dep
+
+                self._fingerprint = fingerprint()
             if self._fingerprint is None:
                 out = self._run(["fingerprint"], cwd=None)
                 try:
@@ -121,7 +128,9 @@ def find_compiler(environ: Optional[Mapping[str, str]] = None) -> Optional[Compi
     if _importable_here():
         child = dict(env)
         child["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return Compiler((sys.executable, "-m", "gpu_compiler"), child, f"{sys.executable}")
+        return Compiler(
+            (sys.executable, "-m", "gpu_compiler"), child, sys.executable, in_process=True
+        )
     return None
 
 

@@ -1,0 +1,42 @@
+"""The compiler's fingerprint: what the JIT cache keys on besides a kernel's inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from gpu_compiler.fingerprint import code_sha256, fingerprint
+
+
+def test_cli_prints_what_the_function_returns() -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run(
+        [sys.executable, "-m", "gpu_compiler", "fingerprint"],
+        env=env,
+        stdout=subprocess.PIPE,
+        check=True,
+        universal_newlines=True,
+    ).stdout
+    assert json.loads(out) == fingerprint()
+    assert fingerprint()["toolchain"]["cuda"] == "13.0"
+
+
+def test_code_hash_covers_each_module(tmp_path, monkeypatch) -> None:
+    import gpu_compiler
+
+    before = code_sha256()
+    fake_pkg = tmp_path / "gpu_compiler"
+    fake_pkg.mkdir()
+    for name in os.listdir(os.path.dirname(gpu_compiler.__file__)):
+        if name.endswith(".py"):
+            src = os.path.join(os.path.dirname(gpu_compiler.__file__), name)
+            (fake_pkg / name).write_bytes(open(src, "rb").read())
+    monkeypatch.setattr(gpu_compiler, "__file__", str(fake_pkg / "__init__.py"))
+    assert code_sha256() == before
+    (fake_pkg / "compile.py").write_bytes((fake_pkg / "compile.py").read_bytes() + b"\n# x\n")
+    assert code_sha256() != before
+    (fake_pkg / "compile_test.py").write_bytes(b"changed")  # tests are not compiler code
+    (fake_pkg / "compile.py").write_bytes((fake_pkg / "compile.py").read_bytes()[:-5])
+    assert code_sha256() == before
