@@ -17,7 +17,6 @@ as in the build step's sandbox.
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any, Dict, List, Tuple
 
 from gpu_spec.errors import SpecError
@@ -31,8 +30,8 @@ INDEX_SUFFIX = ".json"
 
 def entry_paths(source_root: str, slug: str) -> Tuple[str, str]:
     """(index file, files directory) of one target, relative to the build root."""
-    base = posixpath.join(source_root, JIT_DIR) if source_root not in ("", ".") else JIT_DIR
-    return posixpath.join(base, slug + INDEX_SUFFIX), posixpath.join(base, slug)
+    base = f"{source_root}/{JIT_DIR}" if source_root not in ("", ".") else JIT_DIR
+    return f"{base}/{slug}{INDEX_SUFFIX}", f"{base}/{slug}"
 
 
 def parse_jit_entry(data: Any, origin: str) -> Dict[str, Any]:
