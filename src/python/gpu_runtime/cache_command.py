@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "prune":
         bound = parse_size(args.max_size) if args.max_size else cache_bound()
         evicted = store.prune(bound)
-        freed = _size(sum(e.size for e in evicted))
+        freed = _size(sum(size for _, size in evicted))
         print(f"evicted {len(evicted)} entries ({freed}) to fit {_size(bound)}")
         return 0
     entries = store.entries()

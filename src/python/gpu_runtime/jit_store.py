@@ -29,7 +29,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 log = logging.getLogger("gpu_runtime")
 
@@ -91,7 +91,7 @@ class JitStore:
         files: Dict[str, str] = info["files"]
         if "metadata.json" not in files:
             raise ValueError(f"{ENTRY_FILE} lists no metadata.json")
-        size = 0
+        size = os.path.getsize(os.path.join(path, ENTRY_FILE))
         for name, digest in files.items():
             if os.path.basename(name) != name:
                 raise ValueError(f"{ENTRY_FILE} names {name!r}, not a file of the entry")
@@ -170,19 +170,35 @@ class JitStore:
     def remove(self, key: str) -> None:
         self._discard(self._dir(key))
 
-    def prune(self, max_bytes: int, keep: Optional[str] = None) -> List[Entry]:
-        """Evicts least recently used entries until the rest fit in `max_bytes`."""
-        entries = self.entries()
-        total = sum(e.size for e in entries)
+    def _sizes(self) -> List[Tuple[float, str, int]]:
+        """(last use, key, bytes) of every entry directory, least recently used first: stat
+        only, so that pruning after a compile costs no hashing of the whole cache."""
+        out = []
+        try:
+            keys = [k for k in os.listdir(self.root) if not k.startswith(".")]
+        except OSError:
+            return []
+        for key in keys:
+            path = self._dir(key)
+            with contextlib.suppress(OSError):
+                size = sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+                out.append((os.stat(path).st_mtime, key, size))
+        return sorted(out)
+
+    def prune(self, max_bytes: int, keep: Optional[str] = None) -> List[Tuple[str, int]]:
+        """Evicts least recently used entries until the rest fit in `max_bytes`; returns the
+        (key, bytes) evicted."""
+        sizes = self._sizes()
+        total = sum(size for _, _, size in sizes)
         evicted = []
-        for e in entries:
+        for _, key, size in sizes:
             if total <= max_bytes:
                 break
-            if e.key == keep:
+            if key == keep:
                 continue
-            self._discard(e.path)
-            total -= e.size
-            evicted.append(e)
+            self._discard(self._dir(key))
+            total -= size
+            evicted.append((key, size))
         for stale in (".tmp", ".trash"):
             self._sweep(self._dir(stale))
         return evicted
