@@ -13,7 +13,7 @@ class GpuRuntimeError(Exception):
 
 
 class CacheNotFoundError(GpuRuntimeError):
-    """No bundle cache (`cache/manifest.json`) was found and JIT mode has no kernels to compile (or is off: strict)."""
+    """No bundle cache (`cache/manifest.json`) was found and JIT mode has nothing to compile."""
 
 
 class ManifestError(GpuRuntimeError, spec_errors.ManifestError):
