@@ -140,7 +140,7 @@ def no_compiler_message(target: str, toolchain: str) -> str:
         f"numba-cuda are not importable here and ${ENV_TOOLCHAIN} is not set. Either\n"
         f"  - build the toolchain PEX and name it: `pants package "
         f"src/python/gpu_compiler:toolchain-{toolchain}`, then "
-        f"{ENV_TOOLCHAIN}=dist/src.python.gpu_compiler/toolchain-{toolchain}.pex; or\n"
+        f"{ENV_TOOLCHAIN}=$PWD/dist/src.python.gpu_compiler/toolchain-{toolchain}.pex; or\n"
         f"  - run with the toolchain venv: `pants export --resolve={toolchain}` and its "
         f"bin/python with PYTHONPATH=src/python:src/spec; or\n"
         f"  - use a device bundle (`pants package`), which needs no compiler."
