@@ -15,6 +15,7 @@ from typing import Dict
 import pytest
 
 import gpu_runtime
+from gpu_runtime import jit_test_compiler  # noqa: F401 (run as a process: inference needs this)
 from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
 from gpu_runtime.errors import DeviceError, KernelNotFoundError, NoCompatibleVariantError
 from gpu_runtime.jit_cache import JitKernelCache
@@ -72,7 +73,7 @@ def compile_log(tmp_path, monkeypatch):
 
 
 def fake_compiler() -> Compiler:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
     return Compiler((sys.executable, "-m", "gpu_runtime.jit_test_compiler"), env, "fake compiler")
 
 
@@ -180,7 +181,7 @@ RACER = textwrap.dedent(
 
 def test_sixteen_processes_on_an_empty_cache(index_dir, tmp_path, compile_log, monkeypatch):
     monkeypatch.setenv("FAKE_COMPILER_SLEEP", "0.2")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
     for round_ in range(2):
         store_dir = tmp_path / f"round{round_}"
         procs = [

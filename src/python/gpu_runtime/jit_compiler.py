@@ -127,7 +127,7 @@ def find_compiler(environ: Optional[Mapping[str, str]] = None) -> Optional[Compi
         return compiler_from(env[ENV_TOOLCHAIN], env)
     if _importable_here():
         child = dict(env)
-        child["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        child["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
         return Compiler(
             (sys.executable, "-m", "gpu_compiler"), child, sys.executable, in_process=True
         )
