@@ -35,6 +35,14 @@ class IntegrityError(GpuRuntimeError):
     """A cache file is missing, tampered with, or its manifest path leaves the cache directory."""
 
 
+class UntrustedBundleError(IntegrityError):
+    """Keys are trusted here, and the bundle is unsigned or not validly signed by one of them."""
+
+
+class IncompleteBundleError(IntegrityError):
+    """Files the manifest lists are missing in bulk: the bundle was not written or copied whole."""
+
+
 class NoCompatibleVariantError(GpuRuntimeError):
     """The bundle holds no cubin or PTX that can run on this device with this driver."""
 

@@ -145,8 +145,13 @@ def load_manifest(path: Union[str, "os.PathLike[str]"]) -> Manifest:
             raw = f.read()
     except OSError as e:
         raise ManifestError(f"cannot read {path}: {e.strerror or e}") from e
+    return loads_manifest(raw, origin=path)
+
+
+def loads_manifest(raw: bytes, origin: str = "manifest") -> Manifest:
+    """Validate the bytes of a manifest.json (those a signature was checked on)."""
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise ManifestError(f"{path} is not valid JSON: {e}") from e
-    return parse_manifest(data, origin=path)
+        raise ManifestError(f"{origin} is not valid JSON: {e}") from e
+    return parse_manifest(data, origin=origin)
