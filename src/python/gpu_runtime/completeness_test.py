@@ -14,7 +14,8 @@ from gpu_runtime.errors import IncompleteBundleError
 
 def kernel_files(cache: str) -> list:
     return sorted(
-        p for p in glob.glob(os.path.join(cache, "**", "*.*"), recursive=True)
+        p
+        for p in glob.glob(os.path.join(cache, "**", "*.*"), recursive=True)
         if p.endswith((".ptx", ".cubin"))
     )
 

@@ -64,9 +64,7 @@ def _verify_ed25519(public_key: bytes, signature: bytes, data: bytes) -> bool:
     return True
 
 
-def check_trust(
-    raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]
-) -> str:
+def check_trust(raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]) -> str:
     """How the manifest bytes `raw` (of the cache directory `root`) are trusted, in words.
 
     Raises UntrustedBundleError when `keys` are trusted and no valid signature by one of them

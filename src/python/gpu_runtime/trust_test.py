@@ -136,8 +136,11 @@ def test_cryptography_is_imported_only_to_check_a_signature(bundle, key):
 
     def imported(extra_env) -> str:
         return subprocess.run(
-            [sys.executable, "-c", code], env={**env, **extra_env}, capture_output=True,
-            text=True, check=True,
+            [sys.executable, "-c", code],
+            env={**env, **extra_env},
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
 
     assert imported({}) == "False"
