@@ -12,6 +12,7 @@ from gpu_build import (
     compile_kernel,
     dependency_inference,
     deploy_bundle,
+    deploy_remote,
     jit_index,
     package_kernel,
     run_bundle,
@@ -38,4 +39,5 @@ def rules():
         *deploy_bundle.rules(),
         *jit_index.rules(),
         *run_bundle.rules(),
+        *deploy_remote.rules(),
     ]
