@@ -54,3 +54,12 @@ def test_a_removed_cubin_with_its_ptx_left_still_runs(bundle):
     b = FakeBackend(capability=(9, 0))
     gpu_runtime.open_cache(bundle, backend=b).kernel("saxpy").load()
     assert [kind for kind, _, _ in b.loads] == ["ptx"]
+
+
+def test_a_real_capability_problem_keeps_its_advice_with_files_missing(bundle):
+    from gpu_runtime.errors import NoCompatibleVariantError
+
+    os.remove(os.path.join(bundle, "saxpy", "cuda13", "sm_90", "saxpy__0.ptx"))
+    cache = gpu_runtime.open_cache(bundle, backend=FakeBackend(capability=(10, 0)), prefer="cubin")
+    with pytest.raises(NoCompatibleVariantError, match='add "sm_100"'):
+        cache.kernel("saxpy").load()  # sm_100: no cubin of the bundle could run, missing or not
