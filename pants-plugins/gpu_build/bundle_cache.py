@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from pants.engine.collection import Collection
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -28,7 +29,6 @@ from pants.engine.fs import (
     MergeDigests,
     PathGlobs,
 )
-from pants.engine.collection import Collection
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 

@@ -103,6 +103,11 @@ async def pinned_keys(_: PinnedKeysRequest, signing: GpuBundleSigning) -> Pinned
             keys.append(parse_public_key(text, "`[gpu-bundle-signing].trusted_keys`").hex())
         except SignatureFormatError as e:
             raise DeployBundleError(str(e)) from e
+    if keys and not signing.key_file:
+        raise DeployBundleError(
+            "`[gpu-bundle-signing].trusted_keys` is set but `key_file` is not: the bundles "
+            "would be unsigned, and their own apps would refuse them. Set `key_file` too."
+        )
     if signing.key_file:
         tool = await Get(SigningTool, SigningToolRequest())
         result = await Get(

@@ -73,8 +73,16 @@ def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None
     raw_sig = checkout.key.parent / "manifest.sig"
     raw_sig.write_bytes(bytes.fromhex(sig["signature"]))
     openssl(
-        "pkeyutl", "-verify", "-pubin", "-inkey", str(pub), "-rawin",
-        "-in", str(manifest), "-sigfile", str(raw_sig),
+        "pkeyutl",
+        "-verify",
+        "-pubin",
+        "-inkey",
+        str(pub),
+        "-rawin",
+        "-in",
+        str(manifest),
+        "-sigfile",
+        str(raw_sig),
     )  # raises unless OpenSSL accepts the signature of the manifest's exact bytes
     assert sig["key_id"] == hashlib.sha256(bytes.fromhex(checkout.public_hex)).hexdigest()[:16]
     app = bundle / "app.pex"

@@ -61,8 +61,10 @@ class DeployToolRequest:
 @rule(desc="Build the bundle deploy tool")
 async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
     files = [
-        FileContent(name if package == "gpu_build.scripts" else f"gpu_spec/{name}",
-                    read_resource(package, name))
+        FileContent(
+            name if package == "gpu_build.scripts" else f"gpu_spec/{name}",
+            read_resource(package, name),
+        )
         for package, name in TOOL_SOURCES
     ]
     sources = await Get(Digest, CreateDigest(files))
@@ -79,7 +81,9 @@ async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
 
 def _binary(paths: BinaryPaths, name: str) -> str:
     if not paths.first_path:
-        raise DeployBundleError(f"`{name}` (OpenSSH's client) is needed to deploy, and not on PATH.")
+        raise DeployBundleError(
+            f"`{name}` (OpenSSH's client) is needed to deploy, and not on PATH."
+        )
     return paths.first_path.path
 
 
@@ -110,13 +114,20 @@ async def deploy_device_bundle(
     )
     identity = field_set.identity_file.value or options.identity_file
     argv = [
-        "--bundle", package_field_set.output_dir,
-        "--destination", destination,
-        "--port", str(field_set.ssh_port.value or options.port),
-        "--remote-python", options.remote_python,
-        "--limit-kbps", str(options.limit_kbps),
-        "--ssh", _binary(ssh, "ssh"),
-        "--sftp", _binary(sftp, "sftp"),
+        "--bundle",
+        package_field_set.output_dir,
+        "--destination",
+        destination,
+        "--port",
+        str(field_set.ssh_port.value or options.port),
+        "--remote-python",
+        options.remote_python,
+        "--limit-kbps",
+        str(options.limit_kbps),
+        "--ssh",
+        _binary(ssh, "ssh"),
+        "--sftp",
+        _binary(sftp, "sftp"),
         *(["--identity", _abspath(build_root, identity)] if identity else []),
         *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
     ]

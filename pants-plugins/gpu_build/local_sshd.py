@@ -75,8 +75,16 @@ def ensure_privsep() -> None:
         pwd.getpwnam("sshd")
     except KeyError:
         subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/run/sshd",
-             "--shell", "/usr/sbin/nologin", "sshd"],
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/run/sshd",
+                "--shell",
+                "/usr/sbin/nologin",
+                "sshd",
+            ],
             check=True,
         )
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
@@ -119,7 +127,15 @@ class LocalSshd:
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
             f"StrictModes no\nPidFile {d / 'sshd.pid'}\nSubsystem sftp internal-sftp\n"
         )
-        libs = ":".join(str(sshd.parents[2] / p) for p in ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu"))
+        libs = ":".join(
+            str(sshd.parents[2] / p)
+            for p in (
+                "lib/x86_64-linux-gnu",
+                "usr/lib/x86_64-linux-gnu",
+                "usr/lib/aarch64-linux-gnu",
+                "lib/aarch64-linux-gnu",
+            )
+        )
         env = dict(os.environ, LD_LIBRARY_PATH=libs)
         self.proc = subprocess.Popen(
             [str(sshd), "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")], env=env

@@ -64,12 +64,19 @@ def edit_kernel(root: Path, library: str = "saxpy") -> None:
 
 def tool_argv(sshd: LocalSshd, bundle: Path, dest: Path, *extra: str) -> list:
     argv = [
-        sys.executable, "-m", "gpu_build.scripts.deploy_tool",
-        "--bundle", str(bundle),
-        "--destination", f"{sshd.user}@127.0.0.1:{dest}",
-        "--port", str(sshd.port),
-        "--identity", str(sshd.identity),
-        "--remote-python", sys.executable,
+        sys.executable,
+        "-m",
+        "gpu_build.scripts.deploy_tool",
+        "--bundle",
+        str(bundle),
+        "--destination",
+        f"{sshd.user}@127.0.0.1:{dest}",
+        "--port",
+        str(sshd.port),
+        "--identity",
+        str(sshd.identity),
+        "--remote-python",
+        sys.executable,
         *extra,
     ]
     for option in sshd.ssh_options():
@@ -125,11 +132,14 @@ def test_deploys_only_what_changed_and_survives_a_cut_transfer(sshd, tmp_path):
     # A new app.pex, sent at 2 Mbit/s (~12 s): killed once its upload has started.
     (bundle / "app.pex").write_bytes(os.urandom(APP_SIZE))
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
-    manifest["bundle_files"]["app.pex"] = hashlib.sha256((bundle / "app.pex").read_bytes()).hexdigest()
+    manifest["bundle_files"]["app.pex"] = hashlib.sha256(
+        (bundle / "app.pex").read_bytes()
+    ).hexdigest()
     (bundle / "cache" / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
     before = tree(dest / "current")
     proc = subprocess.Popen(
-        tool_argv(sshd, bundle, dest, "--limit-kbps", "2000"), env=tool_env(),
+        tool_argv(sshd, bundle, dest, "--limit-kbps", "2000"),
+        env=tool_env(),
         start_new_session=True,
     )
     try:

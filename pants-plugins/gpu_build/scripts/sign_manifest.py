@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import sys
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # type: ignore[import]
-    Ed25519PrivateKey,
+# Run from the signing PEX's own resolve, never imported by the plugin inside Pants.
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,  # pants: no-infer-dep
 )
-from cryptography.hazmat.primitives.serialization import (  # type: ignore[import]
-    Encoding,
-    PublicFormat,
-    load_pem_private_key,
-    load_ssh_private_key,
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,  # pants: no-infer-dep
+    PublicFormat,  # pants: no-infer-dep
+    load_pem_private_key,  # pants: no-infer-dep
+    load_ssh_private_key,  # pants: no-infer-dep
 )
 
 
@@ -29,14 +30,14 @@ def load_key(path: str) -> Ed25519PrivateKey:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise SystemExit(f"cannot read the bundle signing key {path}: {e.strerror or e}")
+        raise SystemExit(f"cannot read the bundle signing key {path}: {e.strerror or e}") from e
     try:
         if b"OPENSSH PRIVATE KEY" in data:
             key = load_ssh_private_key(data, password=None)
         else:
             key = load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as e:
-        raise SystemExit(f"{path} is not an unencrypted PEM or OpenSSH private key: {e}")
+        raise SystemExit(f"{path} is not an unencrypted PEM or OpenSSH private key: {e}") from e
     if not isinstance(key, Ed25519PrivateKey):
         raise SystemExit(f"{path} holds a {type(key).__name__}, not an ed25519 private key")
     return key

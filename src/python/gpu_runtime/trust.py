@@ -1,4 +1,4 @@
-"""Is this bundle's manifest trusted? Checked on its exact bytes before anything is parsed or loaded.
+"""Is a bundle's manifest trusted? Checked on its exact bytes before anything is parsed or loaded.
 
 The trusted keys are those pinned into the app at build time and those the device names
 (`gpu_spec.signature`). With none, a bundle is used as before (its files still checked against
