@@ -8,6 +8,7 @@ interactive process running `scripts/deploy_tool.py` on it, with the device-side
 from __future__ import annotations
 
 import os
+import pkgutil
 from dataclasses import dataclass
 
 from pants.backend.python.target_types import EntryPoint
@@ -24,6 +25,7 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 from pants.util.resources import read_resource
 
+import gpu_spec
 from gpu_build.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.subsystem_deploy import GpuBundleDeploy
 from gpu_build.target_types import (
@@ -34,14 +36,24 @@ from gpu_build.target_types import (
     DeployBundleSshPortField,
 )
 
-# The tool's sources in its PEX: its two scripts and the gpu_spec modules they import.
-TOOL_SOURCES = (
-    ("gpu_build.scripts", "deploy_tool.py"),
-    ("gpu_build.scripts", "remote_release.py"),
-    ("gpu_spec", "__init__.py"),
-    ("gpu_spec", "manifest.py"),
-    ("gpu_spec", "bundle_files.py"),
-)
+# The tool's sources in its PEX: its two scripts, and gpu_spec (standard library only) whole, so
+# that whatever `gpu_spec.bundle_files` imports comes along.
+TOOL_SCRIPTS = ("deploy_tool.py", "remote_release.py")
+
+
+def tool_sources() -> list[FileContent]:
+    spec = [
+        m.name
+        for m in pkgutil.iter_modules(gpu_spec.__path__)
+        if not m.name.endswith("_test") and m.name != "conftest"
+    ]
+    return [
+        *(FileContent(name, read_resource("gpu_build.scripts", name)) for name in TOOL_SCRIPTS),
+        *(
+            FileContent(f"gpu_spec/{name}.py", read_resource("gpu_spec", f"{name}.py"))
+            for name in ("__init__", *spec)
+        ),
+    ]
 
 
 @dataclass(frozen=True)
@@ -60,13 +72,7 @@ class DeployToolRequest:
 
 @rule(desc="Build the bundle deploy tool")
 async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
-    files = [
-        FileContent(
-            name if package == "gpu_build.scripts" else f"gpu_spec/{name}",
-            read_resource(package, name),
-        )
-        for package, name in TOOL_SOURCES
-    ]
+    files = tool_sources()
     sources = await Get(Digest, CreateDigest(files))
     return await Get(
         VenvPex,

@@ -162,7 +162,6 @@ def test_standard_library_only():
         "hashlib",
         "json",
         "os",
-        "posixpath",
         "re",
         "typing",
     }
