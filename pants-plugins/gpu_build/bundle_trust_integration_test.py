@@ -59,6 +59,14 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checkout]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def tree(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
 def signing(checkout: Checkout) -> list:
     return [f"--gpu-bundle-signing-key-file={checkout.key}"]
 
@@ -157,9 +165,20 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         ).check()
         out = second.stdout + second.stderr
         print(out[-2000:])
-        assert "Sent 4 files" in out  # saxpy's ptx and cubin, the manifest and its signature
-        assert (dest / "previous").is_symlink()
-        assert (dest / "current" / "cache" / "manifest.json.sig").exists()
+        sent = re.search(r"Sent (\d+) files", out)
+        assert sent, out
+        # Exactly the files whose bytes changed went: saxpy's PTX and cubin, the manifest and its
+        # signature (and app.pex when the app carries the kernel sources); nothing of the others.
+        old, new = tree(dest / "previous"), tree(dest / "current")
+        changed = sorted(p for p in new if old.get(p) != new[p])
+        assert int(sent.group(1)) == len(changed), (changed, out)
+        saxpy_files = [p for p in changed if p.startswith("cache/saxpy/")]
+        assert len(saxpy_files) == 2, changed
+        assert set(changed) - set(saxpy_files) <= {
+            "cache/manifest.json",
+            "cache/manifest.json.sig",
+            "app.pex",
+        }, changed
     finally:
         saxpy.write_text(original)
         sshd.stop()

@@ -39,12 +39,16 @@ class UntrustedBundleError(IntegrityError):
     """Keys are trusted here, and the bundle is unsigned or not validly signed by one of them."""
 
 
-class IncompleteBundleError(IntegrityError):
-    """Files the manifest lists are missing in bulk: the bundle was not written or copied whole."""
-
-
 class NoCompatibleVariantError(GpuRuntimeError):
     """The bundle holds no cubin or PTX that can run on this device with this driver."""
+
+
+class IncompleteBundleError(IntegrityError, NoCompatibleVariantError):
+    """Files the manifest lists are missing in bulk: the bundle was not written or copied whole.
+
+    Also a NoCompatibleVariantError (nothing here can be used), so that code catching that one,
+    JIT mode's fallback included, treats it alike; its message never gives capability advice.
+    """
 
 
 class KernelNotFoundError(GpuRuntimeError, KeyError):
