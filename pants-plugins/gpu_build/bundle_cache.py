@@ -5,7 +5,9 @@ process per kernel source and toolchain), so a bundle reuses the cache entries o
 `pants package` on its kernels.
 
 Each compile's files go to `cache/<variant_dir>/` (`gpu_spec.paths`), and `cache/manifest.json`
-(`gpu_spec.manifest_build`) lists them with their sha256, which the runtime checks on the device.
+(`gpu_spec.manifest_build`) lists them with their sha256, which the runtime checks on the device,
+and the app PEX's ("bundle_files"): the compiles run beside the PEX build, and the manifest is
+written once both are done.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from pants.engine.collection import Collection
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
@@ -34,7 +37,7 @@ from gpu_build.bundle_kernels import check_driver
 from gpu_build.compile_kernel import CompiledKernel, CompiledKernels, CompileKernelRequest
 from gpu_build.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.errors import ManifestError
-from gpu_spec.manifest import dumps_manifest
+from gpu_spec.manifest import MANIFEST_NAME, dumps_manifest
 from gpu_spec.manifest_build import build_manifest
 from gpu_spec.metadata import METADATA_FILE
 from gpu_spec.paths import variant_dir
@@ -91,6 +94,7 @@ def bundle_manifest(
     field_set: DeployBundleFieldSet,
     kernels: Sequence[GpuKernelFieldSet],
     compiled: Sequence[CompiledKernelFiles],
+    bundle_files: Mapping[str, str],
 ) -> Mapping[str, Any]:
     outputs: dict[str, list[dict[str, Any]]] = {}
     for files in compiled:
@@ -109,6 +113,7 @@ def bundle_manifest(
             driver=field_set.driver_version.value or "",
             libraries=libraries,
             capabilities=field_set.capabilities.value or (),
+            bundle_files=bundle_files,
         )
     except ManifestError as e:
         raise DeployBundleError(f"Cannot write the manifest of {field_set.address}: {e}") from e
@@ -119,19 +124,17 @@ def variant_dir_of(kernel: CompiledKernel) -> str:
 
 
 @dataclass(frozen=True)
-class KernelCacheRequest:
+class BundleCompilesRequest:
     field_set: DeployBundleFieldSet
     kernels: tuple[GpuKernelFieldSet, ...]
 
 
-@dataclass(frozen=True)
-class KernelCache:
-    digest: Digest  # `<output_dir>/cache/...`
-    file_count: int  # the files the manifest lists
+class BundleCompiles(Collection[CompiledKernelFiles]):
+    """Every (kernel, shipped capability) compile of a bundle, read back and driver-checked."""
 
 
 @rule
-async def kernel_cache(request: KernelCacheRequest) -> KernelCache:
+async def bundle_compiles(request: BundleCompilesRequest) -> BundleCompiles:
     field_set = request.field_set
     # The shipped subset of each kernel's capabilities: the compile rule runs the process for
     # the target's full list, the one `pants package` on the kernel runs (and caches).
@@ -150,16 +153,37 @@ async def kernel_cache(request: KernelCacheRequest) -> KernelCache:
     files = await MultiGet(Get(CompiledKernelFiles, CompiledKernel, k) for k in compiled)
     for compiled_files in files:
         check_compiled_driver(field_set, compiled_files)
-    manifest = bundle_manifest(field_set, request.kernels, files)
+    return BundleCompiles(files)
 
+
+@dataclass(frozen=True)
+class KernelCacheRequest:
+    field_set: DeployBundleFieldSet
+    kernels: tuple[GpuKernelFieldSet, ...]
+    compiles: BundleCompiles
+    bundle_files: FrozenDict[str, str]  # the app PEX's name and sha256
+
+
+@dataclass(frozen=True)
+class KernelCache:
+    digest: Digest  # `<output_dir>/cache/...`, manifest.json included
+    file_count: int  # the kernel files the manifest lists
+    manifest_path: str  # `<output_dir>/cache/manifest.json`
+
+
+@rule
+async def kernel_cache(request: KernelCacheRequest) -> KernelCache:
+    field_set, files = request.field_set, request.compiles
+    manifest = bundle_manifest(field_set, request.kernels, files, request.bundle_files)
     cache_dir = f"{field_set.output_dir}/cache"
     placed = await MultiGet(
         Get(Digest, AddPrefix(f.files, f"{cache_dir}/{variant_dir_of(f.kernel)}")) for f in files
     )
-    manifest_file = FileContent(f"{cache_dir}/manifest.json", dumps_manifest(manifest).encode())
+    manifest_path = f"{cache_dir}/{MANIFEST_NAME}"
+    manifest_file = FileContent(manifest_path, dumps_manifest(manifest).encode())
     manifest_digest = await Get(Digest, CreateDigest([manifest_file]))
     digest = await Get(Digest, MergeDigests((*placed, manifest_digest)))
-    return KernelCache(digest, len(manifest["files"]))
+    return KernelCache(digest, len(manifest["files"]), manifest_path)
 
 
 def rules():

@@ -37,5 +37,5 @@ class DeployBundleFieldSet(PackageFieldSet):
 
     @property
     def output_dir(self) -> str:
-        """The bundle's directory under dist/."""
+        """The bundle's directory under dist/ (and `<it>.tar.gz` for the archive)."""
         return self.output_path.value or self.address.target_name

@@ -409,6 +409,32 @@ class DeployBundleOutputPathField(OutputPathField):
     )
 
 
+class DeployBundleDestinationField(StringField):
+    alias = "destination"
+    help = help_text(
+        """
+        Where `pants experimental-deploy` puts the bundle: `user@host:/absolute/path` (releases
+        under `<path>/releases/`, the running one at `<path>/current`). Default:
+        `[gpu-bundle-deploy].destination`.
+        """
+    )
+
+
+class DeployBundleSshPortField(IntField):
+    alias = "ssh_port"
+    help = "The device's ssh port for `experimental-deploy`. Default: `[gpu-bundle-deploy].port`."
+
+
+class DeployBundleIdentityFileField(StringField):
+    alias = "identity_file"
+    help = help_text(
+        """
+        The ssh private key to deploy with (`ssh -i`); `~` and paths relative to the build root
+        are accepted. Default: `[gpu-bundle-deploy].identity_file`, else ssh's own choice.
+        """
+    )
+
+
 class DeployBundleTarget(Target):
     alias = "deploy_bundle"
     core_fields = (
@@ -421,6 +447,9 @@ class DeployBundleTarget(Target):
         DeployBundleCompletePlatformsField,
         DeployBundleArchiveField,
         DeployBundleOutputPathField,
+        DeployBundleDestinationField,
+        DeployBundleSshPortField,
+        DeployBundleIdentityFileField,
     )
     help = help_text(
         """
@@ -441,6 +470,7 @@ class DeployBundleTarget(Target):
             )
 
         `pants package` writes `dist/imaging_orin/` (`app.pex`, `cache/`) and
-        `dist/imaging_orin.tar.gz`.
+        `dist/imaging_orin.tar.gz`. `pants experimental-deploy` sends what changed to the
+        device (`destination`) and switches its `current` release atomically.
         """
     )

@@ -22,7 +22,8 @@ from gpu_build.pants_harness import PantsRun, base_env, copy_checkout
 from gpu_build.pants_harness import run_pants as run_pants_in
 
 KERNELS_SPEC = "src/python/imaging/kernels::"
-REMOTE_CACHE_CONFIG = ".ci/remote-cache.toml"
+# Reading (every job) and writing (trusted jobs): these tests play the trusted job.
+REMOTE_CACHE_CONFIGS = (".ci/remote-cache.toml", ".ci/remote-cache-write.toml")
 BUILDGRID_SCRIPT = ".ci/buildgrid/buildgrid.sh"
 
 
@@ -121,7 +122,7 @@ def run_pants(
     options = []
     if remote_cache:
         options = [
-            f"--pants-config-files={os.path.join(repo, REMOTE_CACHE_CONFIG)}",
+            *(f"--pants-config-files={os.path.join(repo, c)}" for c in REMOTE_CACHE_CONFIGS),
             f"--remote-store-address={remote_address}",
         ]
     return run_pants_in(

@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional, Sequence
 
-from gpu_runtime.errors import CacheNotFoundError, manifest_errors
+from gpu_runtime.bundle_manifest import open_bundle_manifest
+from gpu_runtime.errors import CacheNotFoundError
 from gpu_runtime.jit_compiler import find_compiler
 from gpu_runtime.locate import find_cache, not_found_message
 from gpu_runtime.runtime import KernelCache
-from gpu_spec.manifest import MANIFEST_NAME
-from gpu_spec.manifest_parse import load_manifest
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
 
@@ -47,8 +46,7 @@ def open_cache(
     root = find_cache(path)
     sources = {} if strict else find_jit_sources(kernels_path)
     if root is not None:
-        with manifest_errors():
-            manifest = load_manifest(os.path.join(root, MANIFEST_NAME))
+        manifest, _ = open_bundle_manifest(root)  # signature and completeness checked
         # A device bundle has no compiler: then nothing is ever compiled, strict or not.
         jit = (
             JitKernelCache(

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 COMMANDS: Dict[str, str] = {
     "cache": "gpu_runtime.cache_command",
+    "verify": "gpu_runtime.verify_bundle",
 }
 
 

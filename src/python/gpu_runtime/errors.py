@@ -35,8 +35,20 @@ class IntegrityError(GpuRuntimeError):
     """A cache file is missing, tampered with, or its manifest path leaves the cache directory."""
 
 
+class UntrustedBundleError(IntegrityError):
+    """Keys are trusted here, and the bundle is unsigned or not validly signed by one of them."""
+
+
 class NoCompatibleVariantError(GpuRuntimeError):
     """The bundle holds no cubin or PTX that can run on this device with this driver."""
+
+
+class IncompleteBundleError(IntegrityError, NoCompatibleVariantError):
+    """Files the manifest lists are missing in bulk: the bundle was not written or copied whole.
+
+    Also a NoCompatibleVariantError (nothing here can be used), so that code catching that one,
+    JIT mode's fallback included, treats it alike; its message never gives capability advice.
+    """
 
 
 class KernelNotFoundError(GpuRuntimeError, KeyError):

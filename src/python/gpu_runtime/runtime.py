@@ -12,12 +12,13 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from gpu_runtime.completeness import select_unless_incomplete
 from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
 from gpu_runtime.integrity import read_verified, resolve_in_cache
 from gpu_runtime.kernel import Kernel
 from gpu_runtime.loader import ModuleLoader, variants_on_disk
 from gpu_runtime.lookup import no_library, not_found, qualified_names, resolve_name
-from gpu_runtime.selection import KINDS, Choice, select_variant
+from gpu_runtime.selection import KINDS, Choice
 from gpu_spec.manifest import KernelSpec, Library, Manifest, ModuleSpec
 from gpu_spec.versions import parse_version
 
@@ -188,7 +189,9 @@ class KernelCache:
         info = self._backend.device_info()
         if not self._choices:
             self._warn_if_driver_older(info)
-        ch = select_variant(
+        ch = select_unless_incomplete(  # files missing: no capability advice
+            self._manifest,
+            self._root,
             variants_on_disk(self._root, lib),
             info.capability,
             info.driver_version,

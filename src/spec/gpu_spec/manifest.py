@@ -77,7 +77,9 @@ Schema 1 (every key is required unless marked optional; unknown keys are ignored
           ]
         }
       ],
-      "files": {"saxpy/cuda13/sm_90/saxpy__0.ptx": "<sha256 hex>", ...}
+      "files": {"saxpy/cuda13/sm_90/saxpy__0.ptx": "<sha256 hex>", ...},
+      "bundle_files": {"app.pex": "<sha256 hex>"}   # optional: the bundle's files outside
+                                           #   cache/, relative to the bundle directory
     }
 
 Why it is laid out so:
@@ -90,6 +92,9 @@ Why it is laid out so:
   and nothing else may. The per-module `ptx_sha256`/`cubin_sha256` of the compile metadata are
   folded into it rather than repeated.
 * `"options"` of the compile are kept per variant (they are part of what the code is).
+* `"bundle_files"` lists what sits beside `cache/` (the app PEX), so that the manifest, and a
+  signature over its bytes (`gpu_spec.signature`), covers every file of the bundle
+  (`gpu_spec.bundle_files`). The PEX is hashed, not embedded: the manifest is written after it.
 * Paths are POSIX, relative to `cache/`, and may not be absolute, contain `..`, `.`, empty
   components or backslashes. The runtime additionally refuses paths that resolve (through
   symlinks) outside `cache/`, and checks each file's sha256 before loading it.
@@ -286,6 +291,7 @@ class Manifest:
     libraries: Tuple[Library, ...]
     files: Dict[str, str]
     schema: int = SCHEMA_VERSION
+    bundle_files: Dict[str, str] = field(default_factory=dict)
 
     def library(self, name: str) -> Library:
         for lib in self.libraries:
@@ -302,6 +308,7 @@ class Manifest:
             "toolchains": {k: dict(v) for k, v in self.toolchains.items()},
             "libraries": [lib.to_dict() for lib in self.libraries],
             "files": dict(self.files),
+            **({"bundle_files": dict(self.bundle_files)} if self.bundle_files else {}),
         }
 
 

@@ -233,12 +233,15 @@ def build_manifest(
     driver: str,
     libraries: Iterable[Mapping[str, Any]],
     capabilities: Optional[Sequence[str]] = None,
+    bundle_files: Optional[Mapping[str, str]] = None,
 ) -> Dict[str, Any]:
     """The manifest dict of a bundle (or a cache), checked by `parse_manifest`.
 
     `libraries`: one mapping per gpu_kernel target: {"name": target name, "target": address,
     "outputs": [...]}, "outputs" as `library_from_metadata` takes them. `capabilities`: what the
     deploy_bundle asked for; each library must have code for each. Default: all compiled.
+    `bundle_files`: {path relative to the bundle directory: sha256} of its files outside cache/
+    (the app PEX).
     """
     libs: List[Dict[str, Any]] = []
     toolchains: Dict[str, Any] = {}
@@ -278,6 +281,7 @@ def build_manifest(
         "toolchains": toolchains,
         "libraries": sorted(libs, key=lambda lib: lib["name"]),
         "files": dict(sorted(files.items())),
+        **({"bundle_files": dict(sorted(bundle_files.items()))} if bundle_files else {}),
     }
     parse_manifest(data, origin=f"manifest of bundle {bundle!r}")  # check what we wrote
     return data

@@ -39,6 +39,9 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
     tcs = _parse_toolchains(c, c.get(data, "toolchains", dict, "", default={}))
     files = _parse_files(c, c.get(data, "files", dict, "", default={}))
     libraries = _parse_libraries(c, c.get(data, "libraries", list, "", default=[]), files, tcs)
+    bundle_files = _parse_files(
+        c, c.get(data, "bundle_files", dict, "", optional=True, default={}), "bundle_files"
+    )
     if c.errors:
         raise ManifestError(f"{origin} is invalid:\n  " + "\n  ".join(c.errors))
     return Manifest(
@@ -48,6 +51,7 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
         toolchains=tcs,
         libraries=libraries,
         files=files,
+        bundle_files=bundle_files,
     )
 
 
@@ -93,14 +97,14 @@ def _parse_toolchains(c: Checker, raw: Mapping[str, Any]) -> Dict[str, Dict[str,
     return toolchains
 
 
-def _parse_files(c: Checker, raw: Mapping[str, Any]) -> Dict[str, str]:
+def _parse_files(c: Checker, raw: Mapping[str, Any], key: str = "files") -> Dict[str, str]:
     files: Dict[str, str] = {}
     for path, digest in raw.items():
         why = check_relpath(path)
         if why:
-            c.err(f"files[{short(path)}]", why)
+            c.err(f"{key}[{short(path)}]", why)
         elif not isinstance(digest, str) or not SHA256_RE.match(digest):
-            c.err(f"files[{short(path)}]", f"{short(digest)} is not a lowercase sha256 hex digest")
+            c.err(f"{key}[{short(path)}]", f"{short(digest)} is not a lowercase sha256 hex digest")
         else:
             files[path] = digest
     return files
@@ -141,8 +145,13 @@ def load_manifest(path: Union[str, "os.PathLike[str]"]) -> Manifest:
             raw = f.read()
     except OSError as e:
         raise ManifestError(f"cannot read {path}: {e.strerror or e}") from e
+    return loads_manifest(raw, origin=path)
+
+
+def loads_manifest(raw: bytes, origin: str = "manifest") -> Manifest:
+    """Validate the bytes of a manifest.json (those a signature was checked on)."""
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise ManifestError(f"{path} is not valid JSON: {e}") from e
-    return parse_manifest(data, origin=path)
+        raise ManifestError(f"{origin} is not valid JSON: {e}") from e
+    return parse_manifest(data, origin=origin)

@@ -155,7 +155,16 @@ def test_versions_are_major_dot_minor_only(bad):
 
 def test_standard_library_only():
     """The plugin imports gpu_spec inside Pants (CPython 3.9): no third-party import anywhere."""
-    stdlib = {"__future__", "contextlib", "dataclasses", "json", "os", "re", "typing"}
+    stdlib = {
+        "__future__",
+        "contextlib",
+        "dataclasses",
+        "hashlib",
+        "json",
+        "os",
+        "re",
+        "typing",
+    }
     for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
         if path.name.endswith("_test.py") or path.name == "conftest.py":
             continue

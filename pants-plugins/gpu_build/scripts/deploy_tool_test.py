@@ -1,0 +1,196 @@
+"""The deploy tool against a real OpenSSH server on 127.0.0.1 (see gpu_build/local_sshd.py).
+
+A synthetic bundle (cache/ of fake kernel files, a 3 MB app.pex, the manifest listing both):
+the first deploy sends every file; after one kernel is edited only its two files and the
+manifest go; a transfer killed half-way leaves `current` on the old release, and the next
+deploy completes and keeps the old release as `previous`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from gpu_build.local_sshd import LocalSshd, SshdUnavailable
+from gpu_spec.conftest import library_specs, write_bundle
+
+APP_SIZE = 3 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSshd]:
+    server = LocalSshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        server.start()
+    except SshdUnavailable as e:
+        pytest.skip(f"no OpenSSH server for the deploy test: {e}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def make_bundle(root: Path) -> Path:
+    cache = Path(write_bundle(str(root), library_specs()))
+    app = os.urandom(APP_SIZE)
+    (root / "app.pex").write_bytes(app)
+    manifest = json.loads((cache / "manifest.json").read_text())
+    manifest["bundle_files"] = {"app.pex": hashlib.sha256(app).hexdigest()}
+    (cache / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return root
+
+
+def edit_kernel(root: Path, library: str = "saxpy") -> None:
+    """A new build of one kernel: its files' bytes change, and so the manifest."""
+    manifest_path = root / "cache" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for rel in manifest["files"]:
+        if rel.startswith(f"{library}/") and "/sm_90/" in rel:
+            data = (root / "cache" / rel).read_bytes() + b"// edited\n"
+            (root / "cache" / rel).write_bytes(data)
+            manifest["files"][rel] = hashlib.sha256(data).hexdigest()
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def tool_argv(sshd: LocalSshd, bundle: Path, dest: Path, *extra: str) -> list:
+    argv = [
+        sys.executable,
+        "-m",
+        "gpu_build.scripts.deploy_tool",
+        "--bundle",
+        str(bundle),
+        "--destination",
+        f"{sshd.user}@127.0.0.1:{dest}",
+        "--port",
+        str(sshd.port),
+        "--identity",
+        str(sshd.identity),
+        "--remote-python",
+        sys.executable,
+        *extra,
+    ]
+    for option in sshd.ssh_options():
+        argv += ["--ssh-option", option]
+    return argv
+
+
+def tool_env() -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+
+def deploy(sshd: LocalSshd, bundle: Path, dest: Path) -> str:
+    proc = subprocess.run(
+        tool_argv(sshd, bundle, dest), env=tool_env(), capture_output=True, text=True
+    )
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def sent(out: str) -> tuple:
+    m = re.search(r"Sent (\d+) files, (\d+) bytes", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
+def tree(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_deploys_only_what_changed_and_survives_a_cut_transfer(sshd, tmp_path):
+    bundle, dest = make_bundle(tmp_path / "bundle"), tmp_path / "device" / "imaging"
+    files = len(tree(bundle))
+
+    out = deploy(sshd, bundle, dest)
+    assert sent(out)[0] == files
+    assert tree(dest / "current") == tree(bundle)
+    first = os.readlink(dest / "current")
+
+    edit_kernel(bundle)
+    out = deploy(sshd, bundle, dest)
+    n, size = sent(out)
+    assert n == 3, out  # saxpy's sm_90 ptx and cubin, and the manifest
+    assert size < 100_000
+    assert tree(dest / "current") == tree(bundle)
+    second = os.readlink(dest / "current")
+    assert os.readlink(dest / "previous") == first != second
+
+    # A new app.pex, sent at 2 Mbit/s (~12 s): killed once its upload has started.
+    (bundle / "app.pex").write_bytes(os.urandom(APP_SIZE))
+    manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
+    manifest["bundle_files"]["app.pex"] = hashlib.sha256(
+        (bundle / "app.pex").read_bytes()
+    ).hexdigest()
+    (bundle / "cache" / "manifest.json").write_text(json.dumps(manifest, sort_keys=True))
+    before = tree(dest / "current")
+    proc = subprocess.Popen(
+        tool_argv(sshd, bundle, dest, "--limit-kbps", "2000"),
+        env=tool_env(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        partial = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((dest / "releases").glob("*.partial/app.pex"))
+            if found and found[0].stat().st_size > 0:
+                partial = found[0]
+                break
+            time.sleep(0.05)
+        assert partial is not None, "the transfer of app.pex never started"
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert partial.stat().st_size < APP_SIZE  # really cut off half-way
+    assert os.readlink(dest / "current") == second
+    assert tree(dest / "current") == before
+
+    out = deploy(sshd, bundle, dest)
+    assert sent(out)[0] == 2  # app.pex and the manifest
+    assert tree(dest / "current") == tree(bundle)
+    assert os.readlink(dest / "previous") == second
+    assert not list((dest / "releases").glob("*.partial"))
+    assert sorted(p.name for p in (dest / "releases").iterdir()) == sorted(
+        [os.path.basename(second), os.path.basename(os.readlink(dest / "current"))]
+    )
+
+
+def test_a_release_that_does_not_verify_is_not_switched_to(sshd, tmp_path, monkeypatch):
+    from gpu_build.scripts import deploy_tool
+
+    bundle, dest = make_bundle(tmp_path / "bundle"), tmp_path / "device" / "app"
+    deploy(sshd, bundle, dest)
+    first = os.readlink(dest / "current")
+    edit_kernel(bundle)
+    real_put = deploy_tool.Remote.put
+
+    def corrupting_put(self, local_root, remote_root, paths):
+        real_put(self, local_root, remote_root, paths)
+        Path(remote_root, paths[0]).write_bytes(b"corrupted on the way")
+
+    monkeypatch.setattr(deploy_tool.Remote, "put", corrupting_put)
+    argv = tool_argv(sshd, bundle, dest)[3:]
+    assert deploy_tool.main(argv) == 1
+    assert os.readlink(dest / "current") == first
+
+
+def test_destination_must_be_user_host_path():
+    from gpu_build.scripts.deploy_tool import DeployError, parse_destination
+
+    assert parse_destination("jetson@10.0.0.5:/opt/app/") == ("jetson@10.0.0.5", "/opt/app")
+    with pytest.raises(DeployError, match="user@host:/absolute/path"):
+        parse_destination("host:relative/path")

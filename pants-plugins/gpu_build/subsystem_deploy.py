@@ -1,0 +1,43 @@
+"""`[gpu-bundle-deploy]`: how `pants experimental-deploy` reaches a device (target fields win)."""
+
+from __future__ import annotations
+
+from pants.option.option_types import IntOption, StrListOption, StrOption
+from pants.option.subsystem import Subsystem
+from pants.util.strutil import softwrap
+
+
+class GpuBundleDeploy(Subsystem):
+    options_scope = "gpu-bundle-deploy"
+    help = softwrap(
+        """
+        `pants experimental-deploy` of a `deploy_bundle`: over ssh and sftp, send the files whose
+        sha256 the device's current release lacks into a new release directory, verify it there,
+        then switch `<path>/current` to it atomically (the one before stays as `previous`). The
+        device needs an OpenSSH server with sftp, and `python3`.
+        """
+    )
+
+    destination = StrOption(
+        default=None,
+        help="`user@host:/absolute/path` for bundles without a `destination` field.",
+    )
+    port = IntOption(default=22, help="The ssh port for bundles without an `ssh_port` field.")
+    identity_file = StrOption(
+        default=None,
+        help="The ssh private key for bundles without an `identity_file` field (`ssh -i`).",
+    )
+    ssh_options = StrListOption(
+        default=[],
+        help=softwrap(
+            """
+            `ssh -o` options for every deploy, e.g.
+            `["UserKnownHostsFile=~/.ssh/devices_known_hosts", "ConnectTimeout=10"]`. Deploys
+            run with `BatchMode=yes` (no prompts).
+            """
+        ),
+    )
+    remote_python = StrOption(
+        default="python3", help="The interpreter on the device that runs the release steps."
+    )
+    limit_kbps = IntOption(default=0, help="Cap sftp's bandwidth in Kbit/s (`sftp -l`); 0: none.")

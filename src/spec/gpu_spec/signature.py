@@ -1,0 +1,99 @@
+"""Bundle signatures: what is signed, how keys are named and written, where they come from.
+
+`pants package` signs the exact bytes of `cache/manifest.json` with ed25519 and writes
+`cache/manifest.json.sig` beside it (`gpu_spec.bundle_files.SIGNATURE_PATH`). Since the manifest
+holds the sha256 of every other file (kernels and the app PEX), the signature covers the bundle.
+
+Formats (standard library only here; the cryptography itself is done with `cryptography` by the
+plugin's signing process and by `gpu_runtime.trust` on the device):
+
+* a public key is written as 64 lowercase hex digits of its 32 raw bytes;
+* its key id is the first 16 hex digits of the sha256 of those raw bytes;
+* the signature file is JSON: {"algorithm": "ed25519", "key_id": "<16 hex>",
+  "signature": "<128 hex>"} and a newline.
+
+Trusted keys on the device: those pinned into the app at build time (`PINNED_KEYS_ENV`, frozen
+into the app PEX's environment by the plugin) plus those of `TRUSTED_KEYS_ENV`, each a list of
+public keys separated by commas or whitespace. When any key is trusted, a bundle must carry a
+valid signature by one of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Tuple
+
+ALGORITHM = "ed25519"
+PINNED_KEYS_ENV = "GPU_RUNTIME_PINNED_KEYS"
+TRUSTED_KEYS_ENV = "GPU_RUNTIME_TRUSTED_KEYS"
+
+_PUBLIC_KEY_RE = re.compile(r"^[0-9a-f]{64}$")
+_KEY_ID_RE = re.compile(r"^[0-9a-f]{16}$")
+_SIGNATURE_RE = re.compile(r"^[0-9a-f]{128}$")
+
+
+class SignatureFormatError(ValueError):
+    """A public key or signature file that is not in the format above."""
+
+
+def key_id(public_key: bytes) -> str:
+    return hashlib.sha256(public_key).hexdigest()[:16]
+
+
+def parse_public_key(text: str, origin: str) -> bytes:
+    key = text.strip().lower()
+    if not _PUBLIC_KEY_RE.match(key):
+        raise SignatureFormatError(
+            f"{origin}: {text.strip()[:80]!r} is not an ed25519 public key (64 hex digits)"
+        )
+    return bytes.fromhex(key)
+
+
+def parse_public_keys(text: str, origin: str) -> Tuple[bytes, ...]:
+    return tuple(parse_public_key(k, origin) for k in re.split(r"[\s,]+", text) if k)
+
+
+def trusted_keys_from_env(environ: Mapping[str, str]) -> Tuple[Tuple[bytes, str], ...]:
+    """[(public key, where it came from)] of the pinned and device-trusted keys, deduplicated."""
+    keys: dict = {}
+    sources = ((PINNED_KEYS_ENV, "pinned into the app"), (TRUSTED_KEYS_ENV, f"${TRUSTED_KEYS_ENV}"))
+    for var, how in sources:
+        for key in parse_public_keys(environ.get(var, ""), f"${var}"):
+            keys.setdefault(key, how)
+    return tuple(keys.items())
+
+
+@dataclass(frozen=True)
+class Signature:
+    key_id: str
+    signature: bytes  # 64 bytes
+
+    def dumps(self) -> bytes:
+        doc = {"algorithm": ALGORITHM, "key_id": self.key_id, "signature": self.signature.hex()}
+        return (json.dumps(doc, sort_keys=True) + "\n").encode()
+
+
+def parse_signature(raw: bytes, origin: str) -> Signature:
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise SignatureFormatError(f"{origin} is not a JSON signature file: {e}") from e
+    if not isinstance(doc, dict) or doc.get("algorithm") != ALGORITHM:
+        raise SignatureFormatError(f"{origin}: expected an {ALGORITHM!r} signature object")
+    kid, sig = doc.get("key_id"), doc.get("signature")
+    if not isinstance(kid, str) or not _KEY_ID_RE.match(kid):
+        raise SignatureFormatError(f"{origin}: key_id {kid!r} is not 16 hex digits")
+    if not isinstance(sig, str) or not _SIGNATURE_RE.match(sig):
+        raise SignatureFormatError(f"{origin}: signature is not 128 hex digits")
+    return Signature(kid, bytes.fromhex(sig))
+
+
+def describe_keys(keys: Iterable[bytes]) -> str:
+    return ", ".join(key_id(k) for k in keys) or "none"
+
+
+def find_key(keys: Iterable[bytes], kid: str) -> Optional[bytes]:
+    return next((k for k in keys if key_id(k) == kid), None)
