@@ -18,9 +18,7 @@ KERNELS = ["blur", "histogram", "matmul", "saxpy", "sobel"]
 def sources():
     found = find_jit_sources()
     if not found:
-        pytest.skip(
-            "no __gpu_kernels__ index on sys.path: run it with `pants test`, whose codegen writes it"
-        )
+        pytest.skip("no __gpu_kernels__ index on sys.path: run it with `pants test` (codegen)")
     return found
 
 
