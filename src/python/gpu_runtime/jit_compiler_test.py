@@ -40,4 +40,5 @@ def test_something_else_is_refused_with_the_fix(tmp_path) -> None:
 def test_the_variable_wins_and_nothing_is_run_to_find_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr("gpu_runtime.jit_compiler._importable_here", lambda: False)
     assert find_compiler({}) is None
-    assert find_compiler({"GPU_RUNTIME_TOOLCHAIN": sys.executable}).command[0] == sys.executable
+    compiler = find_compiler({"GPU_RUNTIME_TOOLCHAIN": sys.executable})
+    assert compiler is not None and compiler.command[0] == sys.executable
