@@ -1,9 +1,10 @@
 """The two wheels from a repo that is not this one: a new Pants 2.17.1 repo in a temporary
 directory installs the gpu-build plugin from its wheel and depends on the gpu-runtime wheel.
 
-- The wheels are the ones `./pants package` builds here (`runtime_package_dependencies` in
-  pants-plugins/BUILD puts them in the test sandbox); the test copies them into a find-links
-  directory, as a team would put them on an index.
+- The wheels are the ones `./pants package` builds from this checkout (in a copy of it: as a
+  `runtime_package_dependencies` of this CPython 3.9 test, the 3.10-3.12 runtime wheel would fail
+  Pants' interpreter-constraint check); the test copies them into a find-links directory, as a
+  team would put them on an index.
 - The new repo holds only what the test writes: pants.toml (`[GLOBAL].plugins`,
   `[python-repos].find_links`, its own resolves and `[gpu-toolchains]`), its requirements, a
   numba saxpy kernel, an app and their BUILD files; nothing of this checkout is copied, and
@@ -173,11 +174,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def built_wheels() -> dict[str, Path]:
-    """The wheels `runtime_package_dependencies` put into the sandbox (the test's cwd)."""
-    wheels = {p.name: p for p in Path.cwd().glob("*.whl")}
+WHEEL_TARGETS = ["//:gpu_build-wheel", "//:gpu_runtime-wheel"]
+
+
+def built_wheels(checkout: Path, *options: str) -> dict[str, Path]:
+    """`./pants package` of both wheels in `checkout`: {wheel name: path under its dist/}."""
+    run_pants(checkout, [*options, "package", *WHEEL_TARGETS], local_store=None).check()
+    wheels = {p.name: p for p in (checkout / "dist").glob("*.whl")}
     missing = {PLUGIN_WHEEL, RUNTIME_WHEEL} - set(wheels)
-    assert not missing, f"not in the sandbox: {missing} (found {sorted(wheels)})"
+    assert not missing, f"not built: {missing} (found {sorted(wheels)})"
     return {name: wheels[name] for name in (PLUGIN_WHEEL, RUNTIME_WHEEL)}
 
 
@@ -226,8 +231,9 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FreshRepo]:
     try:
         find_links = tmp / "wheels"
         find_links.mkdir()
+        checkout = Path(copy_checkout(repo_root(), tmp / "checkout"))
         wheels = {}
-        for name, path in built_wheels().items():
+        for name, path in built_wheels(checkout).items():
             wheels[name] = Path(shutil.copy2(path, find_links / name))
         repo = tmp / "repo"
         write_repo(repo, find_links)
@@ -237,14 +243,10 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FreshRepo]:
         package = run_pants(
             repo, ["package", f"{APP}:bundle"], local_store=tmp / "store", launcher=launcher
         ).check()
-        checkout = copy_checkout(repo_root(), tmp / "checkout")
-        again = run_pants(
-            checkout,
-            ["--no-local-cache", "package", "//:gpu_build-wheel", "//:gpu_runtime-wheel"],
-            local_store=None,
-        ).check()
-        rebuilt = {name: sha256(Path(checkout) / "dist" / name) for name in wheels}
-        for what, run in (("lockfiles", lockfiles), ("package", package), ("wheels", again)):
+        rebuilt = {
+            name: sha256(path) for name, path in built_wheels(checkout, "--no-local-cache").items()
+        }
+        for what, run in (("lockfiles", lockfiles), ("package", package)):
             print(f"{what}: {run.summary()}")
         yield FreshRepo(repo, wheels, lockfiles, package, rebuilt)
     finally:
@@ -285,7 +287,8 @@ def test_runtime_wheel_has_nothing_of_the_compiler(fresh: FreshRepo) -> None:
     assert not [n for n in names if n.endswith("_test.py") or "conftest" in n]
     assert "Requires-Python: <3.13,>=3.10" in metadata
     requires = sorted(re.findall(r"^Requires-Dist: (\S+)", metadata, re.MULTILINE))
-    assert requires == ["cuda-bindings", "numpy"], metadata
+    # cryptography: the signature check of trusted bundles (imported only when a key is trusted)
+    assert requires == ["cryptography", "cuda-bindings", "numpy"], metadata
 
 
 def test_the_new_repo_resolved_the_plugin_and_locked_the_runtime_wheel(fresh: FreshRepo) -> None:
@@ -338,7 +341,16 @@ def test_the_app_pex_carries_the_runtime_wheel_and_verifies_the_bundle(fresh: Fr
     with zipfile.ZipFile(bundle / "app.pex") as zf:
         deps = {n.split("/")[1] for n in zf.namelist() if n.startswith(".deps/")} - {""}
     projects = sorted({d.split("-")[0] for d in deps})
-    assert projects == ["cuda_bindings", "cuda_pathfinder", "gpu_runtime", "numpy"], deps
+    assert projects == [
+        "cffi",
+        "cryptography",
+        "cuda_bindings",
+        "cuda_pathfinder",
+        "gpu_runtime",
+        "numpy",
+        "pycparser",
+        "typing_extensions",  # cryptography's, on CPython < 3.11
+    ], deps
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     for minor, python in app_pythons().items():
         run = subprocess.run(
