@@ -35,7 +35,8 @@ def code_sha256() -> str:
 
 
 def fingerprint() -> Dict[str, Any]:
-    """What `python -m gpu_compiler fingerprint` prints: toolchain versions and code_sha256."""
+    """What `python -m gpu_compiler fingerprint` prints: the toolchain's wheel versions (NVRTC's
+    among them, so its CUDA version too) and code_sha256."""
     from gpu_compiler import toolchain
 
-    return {"toolchain": toolchain.versions(), "code": code_sha256()}
+    return {"toolchain": toolchain.dist_versions(), "code": code_sha256()}

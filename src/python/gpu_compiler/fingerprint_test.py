@@ -20,7 +20,7 @@ def test_cli_prints_what_the_function_returns() -> None:
         universal_newlines=True,
     ).stdout
     assert json.loads(out) == fingerprint()
-    assert fingerprint()["toolchain"]["cuda"] == "13.0"
+    assert fingerprint()["toolchain"]["nvrtc"] == "13.0.88"  # the cuda13 toolchain's NVRTC wheel
 
 
 def test_code_hash_covers_each_module(tmp_path, monkeypatch) -> None:

@@ -60,9 +60,14 @@ def versions() -> Dict[str, Optional[str]]:
     cuda-core, cuda-bindings. A component that is not installed is None.
     """
     out: Dict[str, Optional[str]] = {"cuda": cuda_version()}
-    for component, dists in _DISTS.items():
-        out[component] = _dist_version(dists)
+    out.update(dist_versions())
     return out
+
+
+def dist_versions() -> Dict[str, Optional[str]]:
+    """`versions()` without "cuda": read from installed metadata only, loading no library (what
+    the runtime's JIT cache keys on, on every run of an app: NVRTC's load costs ~0.1 s)."""
+    return {component: _dist_version(dists) for component, dists in _DISTS.items()}
 
 
 def library_paths() -> Dict[str, Dict[str, object]]:
