@@ -44,10 +44,12 @@ def open_cache(
         backend = CudaBackend(device)
     strict = strict_from_env() if strict is None else strict
     root = find_cache(path)
-    sources = {} if strict else find_jit_sources(kernels_path)
     if root is not None:
         manifest, _ = open_bundle_manifest(root)  # signature and completeness checked
-        # A device bundle has no compiler: then nothing is ever compiled, strict or not.
+        # A device bundle has no compiler: then nothing is ever compiled, strict or not, and
+        # its start-up does not even read the kernel index.
+        fallback = not strict and find_compiler() is not None
+        sources = find_jit_sources(kernels_path) if fallback else {}
         jit = (
             JitKernelCache(
                 sources,
@@ -55,10 +57,11 @@ def open_cache(
                 prefer=prefer,
                 known_elsewhere=[lib.name for lib in manifest.libraries],
             )
-            if sources and find_compiler() is not None
+            if sources
             else None
         )
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
+    sources = {} if strict else find_jit_sources(kernels_path)
     if sources:
         return JitKernelCache(sources, backend, prefer=prefer)
     raise CacheNotFoundError(not_found_message(strict=strict))

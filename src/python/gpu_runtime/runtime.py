@@ -71,6 +71,9 @@ class KernelCache:
         # JIT fallback (not strict, a compiler at hand): kernels or capabilities the bundle
         # lacks are compiled instead of failing.
         self._jit = jit
+        self._compiled: Dict[
+            Tuple[str, Optional[str]], Kernel
+        ] = {}  # names the JIT fallback serves
         self._loader = ModuleLoader(
             self._root,
             self._files,
@@ -123,24 +126,38 @@ class KernelCache:
     # -- lookup -----------------------------------------------------------------------------
     def kernel(self, name: str, library: Optional[str] = None) -> Kernel:
         """The kernel called `name` ("saxpy", or "library.kernel" when names collide)."""
+        if self._jit is not None:
+            return self._kernel_or_compiled(name, library)
+        return self._own_kernel(name, library)
+
+    def _own_kernel(self, name: str, library: Optional[str]) -> Kernel:
         self._discover(name, library)
         origin = self._describe_origin()
-        try:
-            found = resolve_name(self._libraries, name, library, origin, self.libraries())
-            if found is None:
-                raise not_found(name, self.kernel_names(), origin)
-            if self._jit is not None and found[0] in self._jit.libraries():
-                self.choice(found[0])  # no variant for this GPU: compile it instead
-        except (KernelNotFoundError, NoCompatibleVariantError) as e:
-            if self._jit is None:
-                raise
-            log.info("gpu_runtime: %s: %s; JIT mode compiles it", name, str(e).split("\n")[0])
-            return self._jit.kernel(name, library)
+        found = resolve_name(self._libraries, name, library, origin, self.libraries())
+        if found is None:
+            raise not_found(name, self.kernel_names(), origin)
         with self._lock:
             k = self._kernels.get(found)
             if k is None:
                 k = self._kernels[found] = Kernel(self, self._libraries[found[0]], found[1])
         return k
+
+    def _kernel_or_compiled(self, name: str, library: Optional[str]) -> Kernel:
+        """The bundle's kernel, or JIT mode's when the bundle lacks it or has no variant for
+        this GPU (each decided once per name)."""
+        assert self._jit is not None
+        compiled = self._compiled.get((name, library))
+        if compiled is not None:
+            return compiled
+        try:
+            k = self._own_kernel(name, library)
+            if k.library in self._jit.libraries():
+                self.choice(k.library)  # raises when no variant fits this GPU
+            return k
+        except (KernelNotFoundError, NoCompatibleVariantError) as e:
+            log.info("gpu_runtime: %s: %s; JIT mode compiles it", name, str(e).split("\n")[0])
+            compiled = self._compiled[(name, library)] = self._jit.kernel(name, library)
+            return compiled
 
     def _discover(self, name: str, library: Optional[str]) -> None:
         """Hook for JIT mode: make `name` known (compile sources) before lookup."""
