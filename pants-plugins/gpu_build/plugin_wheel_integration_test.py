@@ -39,7 +39,7 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build.pants_harness import PantsRun, base_env, copy_checkout, repo_root, run_pants
+from gpu_build_testutil.pants_harness import PantsRun, base_env, copy_checkout, repo_root, run_pants
 
 PLUGIN_WHEEL = "gpu_build-0.1.0-py3-none-any.whl"
 RUNTIME_WHEEL = "gpu_runtime-0.1.0-py3-none-any.whl"
@@ -264,12 +264,19 @@ def test_plugin_wheel_carries_the_backend_and_the_compiler_but_no_lockfile(
     with zipfile.ZipFile(fresh.wheels[PLUGIN_WHEEL]) as zf:
         names = zf.namelist()
         metadata = zf.read("gpu_build-0.1.0.dist-info/METADATA").decode()
-    assert {"gpu_build/register.py", "gpu_spec/manifest.py"} <= set(names)
+    assert {
+        "gpu_build/register.py",
+        "gpu_build/goals/package_bundle.py",
+        "gpu_build/util_rules/compile_process.py",
+        "gpu_spec/manifest/model.py",
+    } <= set(names)
     assert {
         "gpu_build/_embedded/gpu_compiler/__main__.py",
+        "gpu_build/_embedded/gpu_compiler/numba/backend.py",
         "gpu_build/_embedded/gpu_spec/ptx_isa.py",
+        "gpu_build/_embedded/gpu_spec/manifest/model.py",
     } <= set(names)
-    assert not [n for n in names if n.endswith((".lock", "_test.py")) or "pants_harness" in n]
+    assert not [n for n in names if n.endswith((".lock", "_test.py")) or "testutil" in n]
     assert "Requires-Python: ==3.9.*" in metadata
     assert "Requires-Dist: pantsbuild.pants (<2.18,>=2.17.0a0)" in metadata
 
@@ -278,7 +285,11 @@ def test_runtime_wheel_has_nothing_of_the_compiler(fresh: FreshRepo) -> None:
     with zipfile.ZipFile(fresh.wheels[RUNTIME_WHEEL]) as zf:
         names = zf.namelist()
         metadata = zf.read("gpu_runtime-0.1.0.dist-info/METADATA").decode()
-    assert {"gpu_runtime/__init__.py", "gpu_spec/manifest_parse.py"} <= set(names)
+    assert {
+        "gpu_runtime/__init__.py",
+        "gpu_runtime/launch/plan.py",
+        "gpu_spec/manifest/parse.py",
+    } <= set(names)
     assert {n.split("/")[0] for n in names} == {
         "gpu_runtime",
         "gpu_spec",

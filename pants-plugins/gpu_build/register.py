@@ -3,22 +3,19 @@
 
 from __future__ import annotations
 
-from gpu_build import (
+from gpu_build.dependency_inference import rules as dependency_inference
+from gpu_build.goals import deploy, package_bundle, package_kernel, run_bundle
+from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
+from gpu_build.util_rules import (
     bundle_archive,
     bundle_cache,
     bundle_kernels,
     bundle_pex,
     bundle_signing,
     compile_kernel,
-    dependency_inference,
-    deploy_bundle,
-    deploy_remote,
     jit_index,
-    package_kernel,
-    run_bundle,
     toolchain,
 )
-from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget
 
 
 def target_types():
@@ -36,8 +33,8 @@ def rules():
         *bundle_signing.rules(),
         *bundle_cache.rules(),
         *bundle_archive.rules(),
-        *deploy_bundle.rules(),
+        *package_bundle.rules(),
         *jit_index.rules(),
         *run_bundle.rules(),
-        *deploy_remote.rules(),
+        *deploy.rules(),
     ]

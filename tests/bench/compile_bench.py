@@ -35,14 +35,14 @@ from dataclasses import dataclass
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "pants-plugins"))
 
-from gpu_build import pants_harness as harness  # noqa: E402
-from gpu_build.compile_description import parse_compile_description  # noqa: E402
+from gpu_build_testutil import pants_harness as harness  # noqa: E402
+from gpu_build.util_rules.compile_description import parse_compile_description  # noqa: E402
 
 KERNEL_DIR = "src/python/imaging/kernels"
 KERNEL_SOURCES = ("saxpy.py", "blur.py", "histogram.py", "sobel.cu", "matmul.cu")
 # `[gpu-toolchains].batch_capabilities` of each layout.
 LAYOUTS = {"batched": "true", "per-capability": "false"}
-# The toolchain PEX's description, as gpu_build/toolchain.py writes it.
+# The toolchain PEX's description, as gpu_build/util_rules/toolchain.py writes it.
 TOOLCHAIN_BUILD = "Build the GPU kernel toolchain "
 
 

@@ -25,9 +25,9 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
-from gpu_runtime.devarray import DeviceArray
-from gpu_runtime.device import CudaBackend, DeviceInfo
-from gpu_runtime.launch_plan import pattern_key
+from gpu_runtime.driver.devarray import DeviceArray
+from gpu_runtime.driver.device import CudaBackend, DeviceInfo
+from gpu_runtime.launch.plan import pattern_key
 from gpu_spec.conftest import library_specs, write_bundle
 
 try:

@@ -31,7 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [os.path.join(REPO, "pants-plugins"), os.path.join(REPO, "tests", "remote_cache")]
 
 import remote_cache_harness as harness  # noqa: E402
-from gpu_build.pants_harness import PantsRun  # noqa: E402
+from gpu_build_testutil.pants_harness import PantsRun  # noqa: E402
 
 SCENARIOS = ("cold", "remote hit", "no-op", "no-op pantsd")
 

@@ -72,7 +72,7 @@ INNER_PEX = r"""
 import json, sys, time
 import numpy as np, gpu_runtime
 from gpu_runtime import DeviceArray
-from gpu_runtime.param_buffer import ParamBuffer
+from gpu_runtime.launch.param_buffer import ParamBuffer
 
 cache_dir, launches, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 label, out_path = sys.argv[4], sys.argv[5]

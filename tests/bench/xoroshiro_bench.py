@@ -17,7 +17,7 @@ import time
 
 CHILD = """
 import time
-from gpu_runtime.xoroshiro import xoroshiro128p_states
+from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
 t = time.perf_counter()
 xoroshiro128p_states({n}, 42, {sub})
 print(time.perf_counter() - t)
@@ -35,7 +35,7 @@ def first_call(n: int, sub: int) -> float:
 
 
 def warm_call(n: int, sub: int) -> float:
-    from gpu_runtime.xoroshiro import xoroshiro128p_states
+    from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
 
     xoroshiro128p_states(n, 42, sub)
     t = time.perf_counter()

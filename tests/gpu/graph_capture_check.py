@@ -25,7 +25,7 @@ import numpy as np
 
 import gpu_runtime
 from gpu_runtime import DeviceArray
-from gpu_runtime.device import check, driver_api
+from gpu_runtime.driver.device import check, driver_api
 from imaging.references import box_blur_ref, cdiv, sobel_ref
 
 TILE = 16

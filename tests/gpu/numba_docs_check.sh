@@ -37,7 +37,7 @@ if [ -n "$numpy_whl" ]; then
 import time
 import numpy as np
 from numba.cuda.random import create_xoroshiro128p_states as numba_states
-from gpu_runtime.xoroshiro import xoroshiro128p_states
+from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
 for n, seed, sub in [(1, 0, 0), (1000, 42, 3), (1000000, 42, 0), (4097, 2**63 - 1, 5)]:
     t = time.perf_counter()
     ours = xoroshiro128p_states(n, seed, sub)

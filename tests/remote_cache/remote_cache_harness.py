@@ -1,7 +1,8 @@
 """BuildGrid and Pants with the remote cache, for the remote cache integration test and benchmark.
 
-Built on gpu_build.pants_harness (pants-plugins/gpu_build/), the harness of every whole-`./pants`
-run, and like it stdlib only: it runs under the `python-default` resolve's CPython (3.10-3.12) and
+Built on gpu_build_testutil.pants_harness (pants-plugins/gpu_build_testutil/), the harness of
+every whole-`./pants` run, and like it stdlib only: it runs under the `python-default` resolve's
+CPython (3.10-3.12) and
 as a plain script (tests/bench/remote_cache_bench.py). It shells out to git, bash,
 `.ci/buildgrid/buildgrid.sh` and `./pants`, each time in a clone of the repository, never in the
 repository itself.
@@ -18,8 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
-from gpu_build.pants_harness import PantsRun, base_env, copy_checkout
-from gpu_build.pants_harness import run_pants as run_pants_in
+from gpu_build_testutil.pants_harness import PantsRun, base_env, copy_checkout
+from gpu_build_testutil.pants_harness import run_pants as run_pants_in
 
 KERNELS_SPEC = "src/python/imaging/kernels::"
 # Reading (every job) and writing (trusted jobs): these tests play the trusted job.

@@ -31,7 +31,7 @@ from typing import Iterator
 import pytest
 
 import remote_cache_harness as harness
-from gpu_build.pants_harness import PantsRun, repo_root, tree_digests
+from gpu_build_testutil.pants_harness import PantsRun, repo_root, tree_digests
 from remote_cache_harness import KERNELS_SPEC
 
 # Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever

@@ -1,4 +1,4 @@
-"""The deploy tool against a real OpenSSH server on 127.0.0.1 (see gpu_build/local_sshd.py).
+"""The deploy tool against a real OpenSSH server on 127.0.0.1 (gpu_build_testutil/local_sshd.py).
 
 A synthetic bundle (cache/ of fake kernel files, a 3 MB app.pex, the manifest listing both):
 the first deploy sends every file; after one kernel is edited only its two files and the
@@ -21,7 +21,7 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build.local_sshd import LocalSshd, SshdUnavailable
+from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
 from gpu_spec.conftest import library_specs, write_bundle
 
 APP_SIZE = 3 * 1024 * 1024

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from gpu_compiler.compile_result import CompileOptions
-from gpu_compiler.numba_links import LinkPart, PartCompiler
+from gpu_compiler.numba.links import LinkPart, PartCompiler
 from gpu_spec.metadata import LANG_NUMBA
 
 
@@ -31,7 +31,7 @@ class StagedKernel(NamedTuple):
 @dataclass
 class StagedModule:
     """One module's PTX as a backend produced it, not yet relabelled or linked, and the
-    parts (``gpu_compiler.numba_links``) linked with it."""
+    parts (``gpu_compiler.numba.links``) linked with it."""
 
     name: str
     ptx: str
@@ -52,7 +52,7 @@ def _stage_numba(
     source_path: str, capability: str, options: CompileOptions
 ) -> Tuple[List[StagedModule], List[str]]:
     """One module per (kernel, signature); nothing from numba is collected as a warning."""
-    from gpu_compiler.numba_backend import compile_numba_source
+    from gpu_compiler.numba.backend import compile_numba_source
 
     compiled = compile_numba_source(
         source_path,
@@ -90,7 +90,7 @@ def _stage_cuda(
     source_path: str, capability: str, options: CompileOptions
 ) -> Tuple[List[StagedModule], List[str]]:
     """One module named after the file's stem; NVRTC's log is the first warning."""
-    from gpu_compiler.nvrtc_backend import compile_cuda_source
+    from gpu_compiler.cuda_cpp.backend import compile_cuda_source
 
     cu = compile_cuda_source(
         source_path,

@@ -26,7 +26,7 @@ from (absolute paths: for checks, never for build outputs).
 
 ``fingerprint`` prints ``{"toolchain": <versions>, "code": <sha256>}``: what,
 besides a kernel's inputs, decides the bytes a compile writes. The runtime's
-JIT mode puts it in each cache key (``gpu_runtime.jit_key``).
+JIT mode puts it in each cache key (``gpu_runtime.jit.key``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from gpu_compiler import ptx as ptxmod
 from gpu_compiler.backends import StagedModule, stage_modules
 from gpu_compiler.compile_result import CompileOptions, CompileResult, KernelInfo, ModuleOutput
 from gpu_compiler.errors import CompileError
-from gpu_compiler.numba_links import LinkPart
+from gpu_compiler.numba.links import LinkPart
 from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import parse_capability
@@ -214,7 +214,7 @@ def _link(
     options: CompileOptions,
 ) -> Tuple[str, bytes]:
     """(nvJitLink's info log, cubin); a relabelled module's failure says why it may fail."""
-    from gpu_compiler.linker import LinkInput, link_ptx
+    from gpu_compiler.link.linker import LinkInput, link_ptx
 
     try:
         linked = link_ptx(

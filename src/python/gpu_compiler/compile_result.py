@@ -61,7 +61,7 @@ class CompileOptions:
 class KernelInfo:
     """One kernel: what the runtime needs to find its entry and pack its arguments.
 
-    ``args`` is the numba ABI per argument (``gpu_compiler.numba_abi``), None for
+    ``args`` is the numba ABI per argument (``gpu_compiler.numba.abi``), None for
     CUDA C++ kernels, whose ``params`` (PTX param types) are all the runtime has.
     """
 
@@ -92,7 +92,7 @@ class KernelInfo:
 @dataclass
 class ModuleOutput:
     """One PTX module and the cubin nvJitLink built from exactly that PTX and its ``parts``
-    (``gpu_compiler.numba_links``), which the PTX variant links on the device ("ptx_link")."""
+    (``gpu_compiler.numba.links``), which the PTX variant links on the device ("ptx_link")."""
 
     name: str
     ptx: str

@@ -13,9 +13,14 @@ from typing import Any, Dict, Iterable
 
 
 def _package_files(package_dir: str) -> Iterable[str]:
+    """The package's modules and its subpackages' (directories with an `__init__.py`; test data
+    beside them is not code), by path relative to `package_dir`, in sorted order."""
     for name in sorted(os.listdir(package_dir)):
-        if name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
-            yield os.path.join(package_dir, name)
+        path = os.path.join(package_dir, name)
+        if os.path.isfile(os.path.join(path, "__init__.py")):
+            yield from (f"{name}/{sub}" for sub in _package_files(path))
+        elif name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
+            yield name
 
 
 def code_sha256() -> str:
@@ -26,10 +31,10 @@ def code_sha256() -> str:
     digest = hashlib.sha256()
     for package in (gpu_compiler, gpu_spec):
         package_dir = os.path.dirname(os.path.abspath(str(package.__file__)))
-        for path in _package_files(package_dir):
-            with open(path, "rb") as f:
+        for relpath in _package_files(package_dir):
+            with open(os.path.join(package_dir, relpath), "rb") as f:
                 content = f.read()
-            name = "%s/%s" % (package.__name__, os.path.basename(path))
+            name = "%s/%s" % (package.__name__, relpath)
             digest.update(b"%d:%s\0%d:" % (len(name), name.encode(), len(content)) + content)
     return digest.hexdigest()
 

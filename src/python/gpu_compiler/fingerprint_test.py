@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -28,15 +29,20 @@ def test_code_hash_covers_each_module(tmp_path, monkeypatch) -> None:
 
     before = code_sha256()
     fake_pkg = tmp_path / "gpu_compiler"
-    fake_pkg.mkdir()
-    for name in os.listdir(os.path.dirname(gpu_compiler.__file__)):
-        if name.endswith(".py"):
-            src = os.path.join(os.path.dirname(gpu_compiler.__file__), name)
-            (fake_pkg / name).write_bytes(open(src, "rb").read())
+    shutil.copytree(
+        os.path.dirname(gpu_compiler.__file__),
+        fake_pkg,
+        ignore=shutil.ignore_patterns("__pycache__", "*_test.py"),
+    )
     monkeypatch.setattr(gpu_compiler, "__file__", str(fake_pkg / "__init__.py"))
     assert code_sha256() == before
-    (fake_pkg / "compile.py").write_bytes((fake_pkg / "compile.py").read_bytes() + b"\n# x\n")
-    assert code_sha256() != before
+    for module in ("compile.py", "numba/backend.py"):  # the package's and a subpackage's
+        path = fake_pkg / module
+        path.write_bytes(path.read_bytes() + b"\n# x\n")
+        assert code_sha256() != before
+        path.write_bytes(path.read_bytes()[:-5])
+        assert code_sha256() == before
     (fake_pkg / "compile_test.py").write_bytes(b"changed")  # tests are not compiler code
-    (fake_pkg / "compile.py").write_bytes((fake_pkg / "compile.py").read_bytes()[:-5])
+    (fake_pkg / "testdata").mkdir(exist_ok=True)  # nor is a directory that is no package
+    (fake_pkg / "testdata" / "kernel.py").write_bytes(b"changed")
     assert code_sha256() == before

@@ -267,7 +267,7 @@ def test_numba_helper_inside_the_sandbox_still_imports(sandbox):
 
 
 def test_guard_leaves_other_threads_alone(sandbox):
-    from gpu_compiler.numba_import_guard import ImportGuard
+    from gpu_compiler.numba.import_guard import ImportGuard
     from gpu_compiler.sandbox import Sandbox
 
     outside = str(sandbox / "outside" / "vendmod.py")

@@ -51,3 +51,17 @@ def is_under(path: str, root: str) -> bool:
 def same_file(a: str, b: str) -> bool:
     """The same path once both are made absolute (no symlinks resolved)."""
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
+# gpu_compiler's own code: the package and its subpackages. Anything else under its directory
+# (testdata/) is ordinary user code, held to the sandbox like any kernel source.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_CODE_DIRS = frozenset(
+    os.path.join(_PACKAGE_DIR, sub) if sub else _PACKAGE_DIR
+    for sub in ("", "numba", "cuda_cpp", "link")
+)
+
+
+def is_compiler_file(path: str) -> bool:
+    """A module of gpu_compiler itself (which may sit under a sys.path root too)."""
+    return os.path.dirname(os.path.abspath(path)) in _CODE_DIRS

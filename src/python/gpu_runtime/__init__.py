@@ -23,8 +23,8 @@ API
     Finds the cache: `path` if given, else $GPU_RUNTIME_CACHE, else `cache/` beside the running
     PEX ($PEX), else `cache/` beside sys.argv[0]. Without one: JIT mode, when the kernel index
     that `pants run` / `pants test` put on sys.path (`__gpu_kernels__/`, see
-    `gpu_runtime.jit_sources`) names kernels: each is compiled on first use for this GPU and
-    cached (`gpu_runtime.jit_cache`); else `CacheNotFoundError` saying where it looked.
+    `gpu_runtime.jit.sources`) names kernels: each is compiled on first use for this GPU and
+    cached (`gpu_runtime.jit.cache`); else `CacheNotFoundError` saying where it looked.
     With a bundle and a compiler at hand ($GPU_RUNTIME_TOOLCHAIN or an importable gpu_compiler),
     kernels or capabilities the bundle lacks are compiled too, unless strict.
     `strict` (default $GPU_RUNTIME_STRICT=1): never compile; what the bundle lacks fails.
@@ -55,7 +55,7 @@ API
     Cost: the first launch with a new pattern of arguments (types, dtypes, ndim, contiguity)
     runs every check and builds a plan; later ones only rewrite the changing values (pointers,
     shapes, scalars) in a reused per-thread buffer, through a repack function generated for the
-    pattern, and call cuLaunchKernel (`gpu_runtime.launch_plan`, `gpu_runtime.launch_repack`).
+    pattern, and call cuLaunchKernel (`gpu_runtime.launch.plan`, `gpu_runtime.launch.repack`).
 
     `.forall(n, tpb=0, stream=None, sharedmem=0)(*args)`: n threads, numba style, in blocks of
     the size the driver's occupancy calculator suggests (cuOccupancyMaxPotentialBlockSize).
@@ -68,8 +68,8 @@ API
     int address) and 0-d device arrays.
 
 `create_xoroshiro128p_states(n, seed, subsequence_start=0) -> DeviceArray`: numba-cuda's
-    xoroshiro128+ states, bit for bit, made with numpy (`gpu_runtime.xoroshiro`), for kernels
-    using `numba.cuda.random`; `xoroshiro128p_dtype`.
+    xoroshiro128+ states, bit for bit, made with numpy (`gpu_runtime.numba_compat.xoroshiro`), for
+    kernels using `numba.cuda.random`; `xoroshiro128p_dtype`.
 
 PTX variants whose module lists "ptx_link" files (libcudadevrt.a for grid sync, PTX of linked
 CUDA C++) are linked by the driver (cuLinkCreate/cuLinkAddData/cuLinkComplete), each file
@@ -77,21 +77,21 @@ checked against its sha256 first.
 
 `capture(stream) -> Graph` (context manager; `KernelCache.capture` too): launches on `stream`
     inside the block are recorded into a CUDA graph; afterwards `graph.launch(stream=None)` (or
-    `.replay()`) replays them; `.close()`. See `gpu_runtime.graphs`.
+    `.replay()`) replays them; `.close()`. See `gpu_runtime.driver.graphs`.
 
-`DeviceArray` (see `gpu_runtime.devarray`): `.from_numpy(a)`, `.empty(shape, dtype)`,
+`DeviceArray` (see `gpu_runtime.driver.devarray`): `.from_numpy(a)`, `.empty(shape, dtype)`,
     `.zeros(shape, dtype)`, `.to_numpy()`, `.free()`, `__cuda_array_interface__`.
 
 `select_variant(variants, device_cc, driver_version) -> Choice`: the pure selection rule
     (exact cubin > same-major lower-minor cubin > PTX the driver can JIT > error), see
-    `gpu_runtime.selection`.
+    `gpu_runtime.bundle.selection`.
 
 Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestError`,
 `IntegrityError` (tampered/missing file, path escaping cache/), `NoCompatibleVariantError`,
 `KernelNotFoundError`, `DispatchError`, `LaunchError`, `DeviceError`.
 
-Self-test: `gpu_runtime.selftest.main(argv, references)` launches every kernel signature of the
-bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.selftest_inputs`);
+Self-test: `gpu_runtime.selftest.main.main(argv, references)` launches every kernel signature of the
+bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.selftest.inputs`);
 the example app's `--self-test` is that with its own table.
 
 Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
@@ -101,14 +101,17 @@ JIT cache hit, compiled now), which file and how long it took; `describe()` show
 Command line: `python -m gpu_runtime cache list|clear|prune` (JIT cache); from a bundle,
 `PEX_MODULE=gpu_runtime ./app.pex cache list`.
 
-The bundle format is documented in `gpu_spec.manifest`.
+The bundle format is documented in `gpu_spec.manifest.model`.
 """
 
 from __future__ import annotations
 
 from gpu_runtime.api import open_cache
-from gpu_runtime.devarray import DeviceArray
-from gpu_runtime.device import DeviceInfo
+from gpu_runtime.bundle.selection import Choice, select_variant
+from gpu_runtime.driver.devarray import DeviceArray
+from gpu_runtime.driver.device import DeviceInfo
+from gpu_runtime.driver.graphs import Graph, capture
+from gpu_runtime.driver.streams import Stream
 from gpu_runtime.errors import (
     CacheNotFoundError,
     DeviceError,
@@ -120,11 +123,8 @@ from gpu_runtime.errors import (
     ManifestError,
     NoCompatibleVariantError,
 )
-from gpu_runtime.graphs import Graph, capture
+from gpu_runtime.numba_compat.xoroshiro import create_xoroshiro128p_states, xoroshiro128p_dtype
 from gpu_runtime.runtime import Kernel, KernelCache
-from gpu_runtime.selection import Choice, select_variant
-from gpu_runtime.streams import Stream
-from gpu_runtime.xoroshiro import create_xoroshiro128p_states, xoroshiro128p_dtype
 
 __all__ = [
     "open_cache",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional, Sequence
 
-from gpu_runtime.bundle_manifest import open_bundle_manifest
+from gpu_runtime.bundle.locate import find_cache, not_found_message
+from gpu_runtime.bundle.manifest import open_bundle_manifest
 from gpu_runtime.errors import CacheNotFoundError
-from gpu_runtime.jit_compiler import find_compiler
-from gpu_runtime.locate import find_cache, not_found_message
+from gpu_runtime.jit.compiler import find_compiler
 from gpu_runtime.runtime import KernelCache
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
@@ -35,11 +35,11 @@ def open_cache(
     lacks fails. `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
     `backend` replaces the CUDA backend (tests use a fake one).
     """
-    from gpu_runtime.jit_cache import JitKernelCache
-    from gpu_runtime.jit_sources import find_jit_sources
+    from gpu_runtime.jit.cache import JitKernelCache
+    from gpu_runtime.jit.sources import find_jit_sources
 
     if backend is None:
-        from gpu_runtime.device import CudaBackend
+        from gpu_runtime.driver.device import CudaBackend
 
         backend = CudaBackend(device)
     strict = strict_from_env() if strict is None else strict

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from gpu_runtime.device import DeviceInfo
+from gpu_runtime.driver.device import DeviceInfo
 from gpu_spec.conftest import (  # noqa: F401 (re-exported for the runtime's tests)
     HISTOGRAM,
     MATMUL,

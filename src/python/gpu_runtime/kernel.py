@@ -1,9 +1,9 @@
 """`Kernel`: one kernel name of one library, dispatching over its signatures and launching.
 
 A launch first tries the plan of the kernel's previous launch: its `repack`, generated for
-that pattern (`gpu_runtime.launch_repack`), checks each argument's pattern as it reads it and
+that pattern (`gpu_runtime.launch.repack`), checks each argument's pattern as it reads it and
 writes the values into a reused per-thread buffer with one `struct.pack_into`; then one
-`cuLaunchKernel`. Another pattern goes through its key to its plan (`gpu_runtime.launch_plan`);
+`cuLaunchKernel`. Another pattern goes through its key to its plan (`gpu_runtime.launch.plan`);
 the first launch of a pattern runs every check and builds that plan.
 """
 
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from gpu_runtime import abi
 from gpu_runtime.errors import DispatchError, KernelNotFoundError
-from gpu_runtime.launch_dims import launch_dims
-from gpu_runtime.launch_plan import LaunchPlan, build_plan, pattern_key
-from gpu_runtime.occupancy import check_cooperative_grid, cooperative_limit, forall_config
-from gpu_runtime.param_buffer import ParamBuffer
-from gpu_spec.manifest import KernelSpec, Library, ModuleSpec
+from gpu_runtime.launch import abi
+from gpu_runtime.launch.dims import launch_dims
+from gpu_runtime.launch.occupancy import check_cooperative_grid, cooperative_limit, forall_config
+from gpu_runtime.launch.param_buffer import ParamBuffer
+from gpu_runtime.launch.plan import LaunchPlan, build_plan, pattern_key
+from gpu_spec.manifest.model import KernelSpec, Library, ModuleSpec
 
 if TYPE_CHECKING:  # runtime imports this module
     from gpu_runtime.runtime import KernelCache
@@ -42,7 +42,7 @@ class Kernel:
         self._last: Any = _NO_PLAN
         self._last_dims: Tuple[Any, Any, Tuple[int, ...]] = (None, None, ())
         self._last_config: Tuple[Any, Any] = (None, None)
-        self._occupancy: Dict[Tuple[Any, ...], Any] = {}  # see gpu_runtime.occupancy
+        self._occupancy: Dict[Tuple[Any, ...], Any] = {}  # see gpu_runtime.launch.occupancy
         backend = cache.backend
         self._backend = backend
         self._launch_raw = backend.launch_raw

@@ -1,7 +1,7 @@
 """KernelCache: the kernels of one bundle, by name, in the variant chosen for this device.
 
-Looking a name up (`gpu_runtime.lookup`) needs only the manifest; choosing a variant asks the
-device once per library; loading (`gpu_runtime.loader`) happens on a kernel's first use.
+Looking a name up (`gpu_runtime.bundle.lookup`) needs only the manifest; choosing a variant asks the
+device once per library; loading (`gpu_runtime.bundle.loader`) happens on a kernel's first use.
 `Kernel` (`gpu_runtime.kernel`) dispatches and launches.
 """
 
@@ -12,14 +12,14 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from gpu_runtime.completeness import select_unless_incomplete
+from gpu_runtime.bundle.completeness import select_unless_incomplete
+from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
+from gpu_runtime.bundle.loader import ModuleLoader, variants_on_disk
+from gpu_runtime.bundle.lookup import no_library, not_found, qualified_names, resolve_name
+from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
-from gpu_runtime.integrity import read_verified, resolve_in_cache
 from gpu_runtime.kernel import Kernel
-from gpu_runtime.loader import ModuleLoader, variants_on_disk
-from gpu_runtime.lookup import no_library, not_found, qualified_names, resolve_name
-from gpu_runtime.selection import KINDS, Choice
-from gpu_spec.manifest import KernelSpec, Library, Manifest, ModuleSpec
+from gpu_spec.manifest.model import KernelSpec, Library, Manifest, ModuleSpec
 from gpu_spec.versions import parse_version
 
 __all__ = ["ENV_PREFER", "Kernel", "KernelCache"]
@@ -55,7 +55,7 @@ class KernelCache:
         jit: Optional["KernelCache"] = None,
     ) -> None:
         if backend is None:
-            from gpu_runtime.device import CudaBackend
+            from gpu_runtime.driver.device import CudaBackend
 
             backend = CudaBackend()
         self._manifest = manifest
@@ -240,8 +240,8 @@ class KernelCache:
 
     def capture(self, stream: Any) -> Any:
         """`with cache.capture(stream) as graph:` records the launches on `stream` into a
-        CUDA graph, replayed by `graph.launch()` (see `gpu_runtime.graphs`)."""
-        from gpu_runtime.graphs import capture
+        CUDA graph, replayed by `graph.launch()` (see `gpu_runtime.driver.graphs`)."""
+        from gpu_runtime.driver.graphs import capture
 
         return capture(stream, self._backend)
 

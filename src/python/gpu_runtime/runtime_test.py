@@ -114,8 +114,8 @@ def test_dispatch_error_lists_signatures(cache):
 
 
 def test_dispatch_on_scalar_types():
-    from gpu_runtime.dispatch import select_overload
-    from gpu_spec.manifest import ArgSpec, KernelSpec
+    from gpu_runtime.launch.dispatch import select_overload
+    from gpu_spec.manifest.model import ArgSpec, KernelSpec
 
     def k(dtype):
         return KernelSpec(
@@ -142,8 +142,8 @@ def test_dispatch_on_scalar_types():
 
 
 def test_dispatch_on_dtype_and_ndim():
-    from gpu_runtime.dispatch import select_overload
-    from gpu_spec.manifest import ArgSpec, KernelSpec
+    from gpu_runtime.launch.dispatch import select_overload
+    from gpu_spec.manifest.model import ArgSpec, KernelSpec
 
     ks = [
         KernelSpec(name="f", entry=e, abi="numba", args=(ArgSpec("array", d, n, layout),))

@@ -24,7 +24,7 @@ import numpy as np
 
 import gpu_runtime
 from gpu_runtime import DeviceArray, GpuRuntimeError
-from gpu_runtime.selftest import main as self_test
+from gpu_runtime.selftest.main import main as self_test
 from imaging.references import REFERENCES, box_blur_ref, cdiv, sobel_ref
 
 TILE = 16

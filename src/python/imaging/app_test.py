@@ -8,10 +8,10 @@ import os
 import numpy as np
 import pytest
 
-import gpu_runtime.device
+import gpu_runtime.driver.device
 from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
 from gpu_runtime.errors import DeviceError
-from gpu_runtime.selftest_inputs import HostArray
+from gpu_runtime.selftest.inputs import HostArray
 from gpu_spec.conftest import arr, numba_array_params
 from imaging import app
 
@@ -63,7 +63,7 @@ def example_bundle(tmp_path):
 def fake_gpu(monkeypatch):
     """Every CudaBackend the app opens is this fake GPU; its DeviceArrays live on the host."""
     backend = FakeBackend()
-    monkeypatch.setattr(gpu_runtime.device, "CudaBackend", lambda ordinal=None: backend)
+    monkeypatch.setattr(gpu_runtime.driver.device, "CudaBackend", lambda ordinal=None: backend)
     monkeypatch.setattr(app, "DeviceArray", HostDeviceArray)
     return backend
 
@@ -118,7 +118,7 @@ def test_no_driver(example_bundle, monkeypatch, capsys):
         def device_info(self):
             raise DeviceError("no usable CUDA device (device 0): CUDA_ERROR_NO_DEVICE")
 
-    monkeypatch.setattr(gpu_runtime.device, "CudaBackend", lambda ordinal=None: NoDriver())
+    monkeypatch.setattr(gpu_runtime.driver.device, "CudaBackend", lambda ordinal=None: NoDriver())
     monkeypatch.setenv("GPU_RUNTIME_CACHE", example_bundle)
     rc, _, err = run_app(capsys, "--self-test")
     assert (rc, err) == (2, "error: no usable CUDA device (device 0): CUDA_ERROR_NO_DEVICE\n")

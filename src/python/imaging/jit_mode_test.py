@@ -7,9 +7,9 @@ import pytest
 
 import gpu_runtime
 from gpu_runtime.conftest import FakeBackend
-from gpu_runtime.jit_cache import JitKernelCache
-from gpu_runtime.jit_compiler import CompilerNotFoundError
-from gpu_runtime.jit_sources import find_jit_sources
+from gpu_runtime.jit.cache import JitKernelCache
+from gpu_runtime.jit.compiler import CompilerNotFoundError
+from gpu_runtime.jit.sources import find_jit_sources
 
 KERNELS = ["blur", "histogram", "matmul", "saxpy", "sobel"]
 

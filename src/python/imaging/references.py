@@ -11,8 +11,8 @@ import re
 
 import numpy as np
 
-from gpu_runtime.selftest_inputs import Case, Memory, ReferenceTable
-from gpu_spec.manifest import KernelSpec
+from gpu_runtime.selftest.inputs import Case, Memory, ReferenceTable
+from gpu_spec.manifest.model import KernelSpec
 
 
 def cdiv(a: int, b: int) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu_runtime.selftest_inputs import Memory
-from gpu_spec.manifest import ArgSpec, KernelSpec
+from gpu_runtime.selftest.inputs import Memory
+from gpu_spec.manifest.model import ArgSpec, KernelSpec
 from imaging import references
 from imaging.references import REFERENCES, box_blur_ref, cdiv, sobel_ref
 

@@ -16,7 +16,7 @@ import numpy as np
 
 import gpu_runtime
 from gpu_runtime import DeviceArray, create_xoroshiro128p_states
-from gpu_runtime.xoroshiro import xoroshiro128p_states
+from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
 
 
 class Result(NamedTuple):

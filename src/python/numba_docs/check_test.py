@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import gpu_runtime
-from gpu_runtime import devarray
 from gpu_runtime.conftest import FakeBackend
-from gpu_runtime.devarray_test import FakeDriver
+from gpu_runtime.driver import devarray
+from gpu_runtime.driver.devarray_test import FakeDriver
 from gpu_spec.conftest import _kernel, library_specs, ptr, scal, write_bundle
 from numba_docs import check
 
@@ -87,7 +87,7 @@ def test_wrong_results_and_errors_fail(bundle, driver):
 
 def test_table_and_exit_status(bundle, driver, monkeypatch, capsys):
     monkeypatch.setenv("GPU_RUNTIME_CACHE", bundle)
-    monkeypatch.setattr(gpu_runtime.device, "CudaBackend", lambda ordinal=None: RunsAddOne())
+    monkeypatch.setattr(gpu_runtime.driver.device, "CudaBackend", lambda ordinal=None: RunsAddOne())
     assert check.main(["--only", "cpointer"]) == 0
     out = capsys.readouterr().out
     assert "kernel   | built | ran | max error | ok | variant" in out

@@ -24,11 +24,11 @@ from numba.cuda.dispatcher import _Kernel
 from numba.cuda.np.numpy_support import from_dtype
 from numba.cuda.random import xoroshiro128p_dtype, xoroshiro128p_type
 
-from gpu_runtime.abi import pack_args
-from gpu_runtime.dtype_json import dtype_to_json
-from gpu_runtime.launch_plan import build_plan
-from gpu_runtime.param_buffer import ParamBuffer
-from gpu_spec.manifest import ArgSpec, KernelSpec
+from gpu_runtime.launch.abi import pack_args
+from gpu_runtime.launch.dtype_json import dtype_to_json
+from gpu_runtime.launch.param_buffer import ParamBuffer
+from gpu_runtime.launch.plan import build_plan
+from gpu_spec.manifest.model import ArgSpec, KernelSpec
 
 types: Any = _numba_types  # numba's type objects: untyped for mypy
 PTR = 0x7F12_3400_0000

@@ -14,8 +14,8 @@ import pytest
 from numba.cuda.random import init_xoroshiro128p_states_cpu as _init_cpu
 from numba.cuda.random import xoroshiro128p_dtype
 
-from gpu_runtime.xoroshiro import xoroshiro128p_dtype as runtime_dtype
-from gpu_runtime.xoroshiro import xoroshiro128p_states
+from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_dtype as runtime_dtype
+from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
 
 init_xoroshiro128p_states_cpu: Any = _init_cpu  # a numba CPU dispatcher: untyped for mypy
 

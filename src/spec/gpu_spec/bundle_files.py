@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Mapping, Tuple
 
-from gpu_spec.manifest import MANIFEST_NAME
+from gpu_spec.manifest.model import MANIFEST_NAME
 
 CACHE_DIR = "cache"
 MANIFEST_PATH = f"{CACHE_DIR}/{MANIFEST_NAME}"  # relative to the bundle directory

@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
-from gpu_spec.manifest import MANIFEST_NAME, dumps_manifest
-from gpu_spec.manifest_build import build_manifest
+from gpu_spec.manifest.build import build_manifest
+from gpu_spec.manifest.model import MANIFEST_NAME, dumps_manifest
 from gpu_spec.paths import variant_dir
 from gpu_spec.ptx_isa import min_driver_for_ptx
 

@@ -1,8 +1,9 @@
 """JIT mode's index of kernel sources: where the plugin writes an entry and what it holds.
 
-The plugin (`gpu_build.jit_index`) generates, for each `gpu_kernel` a Python target depends on,
+The plugin (`gpu_build.util_rules.jit_index`) generates, for each `gpu_kernel` a Python target
+depends on,
 `<source root>/__gpu_kernels__/<address>.json` plus the files its compile reads under
-`<source root>/__gpu_kernels__/<address>/`; the runtime (`gpu_runtime.jit_sources`) finds them
+`<source root>/__gpu_kernels__/<address>/`; the runtime (`gpu_runtime.jit.sources`) finds them
 on sys.path. Schema 1 entry:
 
     {"schema": 1, "library": "saxpy", "target": "src/python/imaging/kernels:saxpy",
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Tuple
 
 from gpu_spec.errors import SpecError
-from gpu_spec.manifest_checker import NAME_RE, SHA256_RE
+from gpu_spec.manifest.checker import NAME_RE, SHA256_RE
 from gpu_spec.paths import check_relpath
 
 JIT_DIR = "__gpu_kernels__"

@@ -1,7 +1,7 @@
 """The compiler's `metadata.json`: what one compile (one source, one capability) produced.
 
 gpu_compiler writes it beside the PTX and cubin files; the plugin and the runtime's development
-cache read it to build a manifest (`gpu_spec.manifest_build`). Schema 1::
+cache read it to build a manifest (`gpu_spec.manifest.build`). Schema 1::
 
     {
       "schema": 1,
@@ -17,11 +17,11 @@ cache read it to build a manifest (`gpu_spec.manifest_build`). Schema 1::
                    "ptx_sha256": "<64 hex>", "cubin_sha256": "<64 hex>",
                    "ptx_link": ["libcudadevrt.a", "functions.ptx"],      # optional
                    "ptx_link_sha256": {"libcudadevrt.a": "<64 hex>", ...},  # with ptx_link
-                   "kernels": [...]}]      # kernels as in the manifest (gpu_spec.manifest)
+                   "kernels": [...]}]      # kernels as in the manifest (gpu_spec.manifest.model)
 
 "ptx_link" names files of the compile output (beside the PTX) that the driver's linker must
-link with the module's PTX to load it (see gpu_spec.manifest: PTX_LINK_KINDS); a module's cubin
-is already linked with them. A file may be shared by several modules of one compile.
+link with the module's PTX to load it (see gpu_spec.manifest.model: PTX_LINK_KINDS); a module's
+cubin is already linked with them. A file may be shared by several modules of one compile.
     }
 """
 

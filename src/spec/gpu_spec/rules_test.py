@@ -165,7 +165,7 @@ def test_standard_library_only():
         "re",
         "typing",
     }
-    for path in sorted(pathlib.Path(__file__).parent.glob("*.py")):
+    for path in sorted(pathlib.Path(__file__).parent.rglob("*.py")):
         if path.name.endswith("_test.py") or path.name == "conftest.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):

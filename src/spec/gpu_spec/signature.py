@@ -5,7 +5,7 @@
 holds the sha256 of every other file (kernels and the app PEX), the signature covers the bundle.
 
 Formats (standard library only here; the cryptography itself is done with `cryptography` by the
-plugin's signing process and by `gpu_runtime.trust` on the device):
+plugin's signing process and by `gpu_runtime.bundle.trust` on the device):
 
 * a public key is written as 64 lowercase hex digits of its 32 raw bytes;
 * its key id is the first 16 hex digits of the sha256 of those raw bytes;

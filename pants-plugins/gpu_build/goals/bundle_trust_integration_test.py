@@ -1,0 +1,184 @@
+"""Whole `./pants` runs, in a copy of the checkout: signed bundles, clashing bundles, deploys.
+
+- `package` with `[gpu-bundle-signing].key_file` (a key made by `openssl genpkey` outside the
+  repo) writes `cache/manifest.json.sig`, which OpenSSL accepts for the manifest's exact bytes;
+  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its environment.
+- A key file inside the repository is refused.
+- Two `deploy_bundle`s that would write one dist/ path are refused before anything is built,
+  naming both.
+- `experimental-deploy` to a real sshd on 127.0.0.1: the first deploy sends every file, the
+  second, after editing one kernel, only that kernel's files and the manifest and signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
+from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants
+
+APP = "src/python/imaging"
+BUNDLE = f"{APP}:imaging_h200"
+
+
+@dataclass(frozen=True)
+class Checkout:
+    repo: Path
+    key: Path
+    public_hex: str
+
+
+def openssl(*args: str) -> bytes:
+    return subprocess.run(["openssl", *args], check=True, capture_output=True).stdout
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checkout]:
+    if not shutil.which("openssl"):
+        pytest.skip("openssl makes the test's signing key")
+    tmp = tmp_path_factory.mktemp("gpu_build_trust")
+    repo = tmp / "repo"
+    copy_checkout(repo_root(), repo)
+    key = tmp / "keys" / "signing.pem"
+    key.parent.mkdir()
+    openssl("genpkey", "-algorithm", "ed25519", "-out", str(key))
+    der = openssl("pkey", "-in", str(key), "-pubout", "-outform", "DER")
+    try:
+        yield Checkout(repo, key, der[-32:].hex())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tree(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def signing(checkout: Checkout) -> list:
+    return [f"--gpu-bundle-signing-key-file={checkout.key}"]
+
+
+def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None:
+    run_pants(checkout.repo, ["package", *signing(checkout), BUNDLE], local_store=None).check()
+    bundle = checkout.repo / "dist" / "imaging_h200"
+    manifest = bundle / "cache" / "manifest.json"
+    sig = json.loads((bundle / "cache" / "manifest.json.sig").read_text())
+    pub = checkout.key.parent / "public.pem"
+    pub.write_bytes(openssl("pkey", "-in", str(checkout.key), "-pubout"))
+    raw_sig = checkout.key.parent / "manifest.sig"
+    raw_sig.write_bytes(bytes.fromhex(sig["signature"]))
+    openssl(
+        "pkeyutl",
+        "-verify",
+        "-pubin",
+        "-inkey",
+        str(pub),
+        "-rawin",
+        "-in",
+        str(manifest),
+        "-sigfile",
+        str(raw_sig),
+    )  # raises unless OpenSSL accepts the signature of the manifest's exact bytes
+    assert sig["key_id"] == hashlib.sha256(bytes.fromhex(checkout.public_hex)).hexdigest()[:16]
+    app = bundle / "app.pex"
+    listed = json.loads(manifest.read_text())["bundle_files"]
+    assert listed == {"app.pex": hashlib.sha256(app.read_bytes()).hexdigest()}
+    with zipfile.ZipFile(app) as zf:
+        pex_info = json.loads(zf.read("PEX-INFO"))
+        assert any(n.startswith(".deps/cryptography-") for n in zf.namelist())
+    assert pex_info["inject_env"]["GPU_RUNTIME_PINNED_KEYS"] == checkout.public_hex
+
+
+def test_a_key_inside_the_repo_is_refused(checkout: Checkout) -> None:
+    inside = checkout.repo / "signing.pem"
+    shutil.copy(checkout.key, inside)
+    try:
+        run = run_pants(
+            checkout.repo,
+            ["package", "--gpu-bundle-signing-key-file=signing.pem", BUNDLE],
+            local_store=None,
+        )
+    finally:
+        inside.unlink()
+    assert run.returncode != 0
+    assert "inside the repository" in " ".join(run.stderr.split())
+
+
+def test_bundles_writing_one_dist_path_are_refused(checkout: Checkout) -> None:
+    other = checkout.repo / APP / "copy"
+    other.mkdir()
+    (other / "BUILD").write_text(
+        'deploy_bundle(name="imaging_h200", binary="src/python/imaging:app", '
+        'capabilities=["sm_90"], driver_version="13.0")\n'
+    )
+    try:
+        run = run_pants(checkout.repo, ["package", f"{APP}/copy:imaging_h200"], local_store=None)
+    finally:
+        shutil.rmtree(other)
+    message = " ".join(run.stderr.split())
+    assert run.returncode != 0
+    assert f"The deploy_bundle {APP}/copy:imaging_h200 would write dist/imaging_h200/" in message
+    assert f"{BUNDLE} (dist/imaging_h200)" in message
+    assert "Compile " not in run.stderr  # refused before building
+
+
+def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> None:
+    sshd = LocalSshd(tmp_path)
+    try:
+        sshd.start()
+    except SshdUnavailable as e:
+        pytest.skip(f"no OpenSSH server for the deploy test: {e}")
+    dest = tmp_path / "device" / "imaging"
+    options = [
+        *signing(checkout),
+        f"--gpu-bundle-deploy-destination={sshd.user}@127.0.0.1:{dest}",
+        f"--gpu-bundle-deploy-port={sshd.port}",
+        f"--gpu-bundle-deploy-identity-file={sshd.identity}",
+        f"--gpu-bundle-deploy-ssh-options={sshd.ssh_options()!r}",
+    ]
+    saxpy = checkout.repo / APP / "kernels" / "saxpy.py"
+    original = saxpy.read_text()
+    try:
+        first = run_pants(
+            checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None
+        ).check()
+        sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
+        assert sent, first.stdout
+        total = sum(1 for p in (dest / "current").rglob("*") if p.is_file())
+        assert int(sent.group(1)) == total == 17  # app.pex, 14 kernel files, manifest, sig
+        saxpy.write_text(original.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))
+        second = run_pants(
+            checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None
+        ).check()
+        out = second.stdout + second.stderr
+        print(out[-2000:])
+        sent = re.search(r"Sent (\d+) files", out)
+        assert sent, out
+        # Exactly the files whose bytes changed went: saxpy's PTX and cubin, the manifest and its
+        # signature (and app.pex when the app carries the kernel sources); nothing of the others.
+        old, new = tree(dest / "previous"), tree(dest / "current")
+        changed = sorted(p for p in new if old.get(p) != new[p])
+        assert int(sent.group(1)) == len(changed), (changed, out)
+        saxpy_files = [p for p in changed if p.startswith("cache/saxpy/")]
+        assert len(saxpy_files) == 2, changed
+        assert set(changed) - set(saxpy_files) <= {
+            "cache/manifest.json",
+            "cache/manifest.json.sig",
+            "app.pex",
+        }, changed
+    finally:
+        saxpy.write_text(original)
+        sshd.stop()

@@ -1,0 +1,157 @@
+"""`pants experimental-deploy` on a `deploy_bundle`: the built bundle sent to a device over ssh.
+
+The rule packages the bundle as `pants package` does (same cache entries) and returns an
+interactive process running `scripts/deploy_tool.py` on it, with the device-side steps of
+`scripts/remote_release.py`; they decide what to send by sha256 (see their docstrings).
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+from dataclasses import dataclass
+
+from pants.backend.python.target_types import EntryPoint
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.base.build_root import BuildRoot
+from pants.core.goals.deploy import DeployFieldSet, DeployProcess
+from pants.core.goals.package import BuiltPackage, PackageFieldSet
+from pants.core.util_rules.system_binaries import SEARCH_PATHS, BinaryPathRequest, BinaryPaths
+from pants.engine.env_vars import EnvironmentVars, EnvironmentVarsRequest
+from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.engine.process import InteractiveProcess, Process, ProcessCacheScope
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.engine.unions import UnionRule
+from pants.util.resources import read_resource
+
+import gpu_spec
+from gpu_build.subsystems.deploy import GpuBundleDeploy
+from gpu_build.target_types import (
+    DeployBundleBinaryField,
+    DeployBundleDestinationField,
+    DeployBundleDriverVersionField,
+    DeployBundleIdentityFileField,
+    DeployBundleSshPortField,
+)
+from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
+
+# The tool's sources in its PEX: its two scripts, and gpu_spec (standard library only) whole, so
+# that whatever `gpu_spec.bundle_files` imports comes along.
+TOOL_SCRIPTS = ("deploy_tool.py", "remote_release.py")
+
+
+def tool_sources() -> list[FileContent]:
+    spec = ["__init__.py"]  # gpu_spec's modules and subpackages, by path inside gpu_spec/
+    for m in pkgutil.walk_packages(gpu_spec.__path__, prefix="gpu_spec."):
+        leaf = m.name.rsplit(".", 1)[-1]
+        if not leaf.endswith("_test") and leaf != "conftest":
+            path = m.name[len("gpu_spec.") :].replace(".", "/")
+            spec.append(f"{path}/__init__.py" if m.ispkg else f"{path}.py")
+    return [
+        *(FileContent(name, read_resource("gpu_build.scripts", name)) for name in TOOL_SCRIPTS),
+        *(FileContent(f"gpu_spec/{path}", read_resource("gpu_spec", path)) for path in spec),
+    ]
+
+
+@dataclass(frozen=True)
+class DeployBundleDeployFieldSet(DeployFieldSet):
+    required_fields = (DeployBundleBinaryField, DeployBundleDriverVersionField)
+
+    destination: DeployBundleDestinationField
+    ssh_port: DeployBundleSshPortField
+    identity_file: DeployBundleIdentityFileField
+
+
+@dataclass(frozen=True)
+class DeployToolRequest:
+    pass
+
+
+@rule(desc="Build the bundle deploy tool")
+async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
+    files = tool_sources()
+    sources = await Get(Digest, CreateDigest(files))
+    return await Get(
+        VenvPex,
+        PexRequest(
+            output_filename="gpu_bundle_deploy.pex",
+            internal_only=True,
+            sources=sources,
+            main=EntryPoint("deploy_tool"),
+        ),
+    )
+
+
+def _binary(paths: BinaryPaths, name: str) -> str:
+    if not paths.first_path:
+        raise DeployBundleError(
+            f"`{name}` (OpenSSH's client) is needed to deploy, and not on PATH."
+        )
+    return paths.first_path.path
+
+
+def _abspath(build_root: BuildRoot, path: str) -> str:
+    return os.path.abspath(os.path.join(build_root.path, os.path.expanduser(path)))
+
+
+@rule(desc="Deploy a device bundle")
+async def deploy_device_bundle(
+    field_set: DeployBundleDeployFieldSet, options: GpuBundleDeploy, build_root: BuildRoot
+) -> DeployProcess:
+    destination = field_set.destination.value or options.destination
+    if not destination:
+        raise DeployBundleError(
+            f"The deploy_bundle {field_set.address} has no `destination` and "
+            f"`[gpu-bundle-deploy].destination` is unset: give `user@host:/absolute/path`."
+        )
+    wrapped = await Get(
+        WrappedTarget, WrappedTargetRequest(field_set.address, description_of_origin="<deploy>")
+    )
+    package_field_set = DeployBundleFieldSet.create(wrapped.target)
+    package, tool, ssh, sftp, env = await MultiGet(
+        Get(BuiltPackage, PackageFieldSet, package_field_set),
+        Get(VenvPex, DeployToolRequest()),
+        Get(BinaryPaths, BinaryPathRequest(binary_name="ssh", search_path=SEARCH_PATHS)),
+        Get(BinaryPaths, BinaryPathRequest(binary_name="sftp", search_path=SEARCH_PATHS)),
+        Get(EnvironmentVars, EnvironmentVarsRequest(["SSH_AUTH_SOCK"])),
+    )
+    identity = field_set.identity_file.value or options.identity_file
+    argv = [
+        "--bundle",
+        package_field_set.output_dir,
+        "--destination",
+        destination,
+        "--port",
+        str(field_set.ssh_port.value or options.port),
+        "--remote-python",
+        options.remote_python,
+        "--limit-kbps",
+        str(options.limit_kbps),
+        "--ssh",
+        _binary(ssh, "ssh"),
+        "--sftp",
+        _binary(sftp, "sftp"),
+        *(["--identity", _abspath(build_root, identity)] if identity else []),
+        *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
+    ]
+    process = await Get(
+        Process,
+        VenvPexProcess(
+            tool,
+            argv=argv,
+            input_digest=package.digest,
+            extra_env=dict(env),
+            description=f"Deploy {field_set.address} to {destination}",
+            cache_scope=ProcessCacheScope.PER_SESSION,
+        ),
+    )
+    return DeployProcess(
+        name=str(field_set.address),
+        process=InteractiveProcess.from_process(process),
+        description=destination,
+    )
+
+
+def rules():
+    return [*collect_rules(), UnionRule(DeployFieldSet, DeployBundleDeployFieldSet)]

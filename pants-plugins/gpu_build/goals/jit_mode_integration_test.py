@@ -1,0 +1,79 @@
+"""Whole `./pants run` runs in a copy of the checkout, on a machine with no GPU:
+
+- `pants run` of the example app's `pex_binary` (no bundle) reaches JIT mode, with no setting:
+  the kernels it depends on are in its PEX, and it stops at a clear "no CUDA driver" error, not
+  at "no cache found";
+- `pants run` of a `deploy_bundle` runs the app from the packaged bundle (its PEX beside its
+  `cache/`), strict, and stops at the same driver error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+
+from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants
+
+APP = "src/python/imaging"
+# A bundle for this machine's own interpreter (the example ones are for other platforms). Its
+# PEX is pinned to the build machine's CPython 3.11, which the harness runs Pants with too:
+# left to choose among 3.10-3.12, a PEX may pick a pyenv shim that cannot run.
+LOCAL_BUNDLE = """
+
+pex_binary(
+    name="app_local",
+    entry_point="app.py:main",
+    execution_mode="venv",
+    interpreter_constraints=["CPython==3.11.*"],
+)
+
+deploy_bundle(
+    name="imaging_local",
+    binary=":app_local",
+    kernels=KERNELS,
+    capabilities=["sm_90"],
+    toolchain="cuda13",
+    driver_version="13.0",
+)
+"""
+
+
+def has_cuda_driver() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    has_cuda_driver(), reason="this machine has a CUDA driver: the app would really run here"
+)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    repo = tmp_path_factory.mktemp("gpu_build_jit") / "repo"
+    copy_checkout(repo_root(), repo)
+    with open(repo / APP / "BUILD", "a") as build:
+        build.write(LOCAL_BUNDLE)
+    return repo
+
+
+def test_pants_run_of_the_app_reaches_jit_mode(repo: Path) -> None:
+    run = run_pants(repo, ["run", f"{APP}:app"], local_store=None)
+    assert run.returncode == 2, run.summary()
+    assert "<KernelCache of JIT mode (5 kernel targets" in run.stdout
+    assert "error: no CUDA driver: libcuda.so.1 cannot be loaded" in run.stderr
+    assert "No GPU kernel cache found" not in run.stderr
+
+
+def test_pants_run_of_a_bundle_runs_it_from_the_package(repo: Path) -> None:
+    run = run_pants(repo, ["run", f"{APP}:imaging_local"], local_store=None)
+    assert run.returncode == 2, run.summary()
+    assert "<KernelCache of bundle 'imaging_local'" in run.stdout
+    assert "/imaging_local/cache" in run.stdout
+    assert "JIT fallback" not in run.stdout  # strict: nothing the bundle lacks is compiled
+    assert "error: no CUDA driver" in run.stderr

@@ -1,0 +1,98 @@
+"""`pants package` on a `deploy_bundle`: the app PEX plus `cache/` of precompiled kernels.
+
+Like Pants' `archive` target, a package made of other packages. This rule ties the parts together:
+- bundle_outputs.py: no other `deploy_bundle` writes the same dist/ path (checked first);
+- bundle_kernels.py: which `gpu_kernel`s the bundle ships, checked against its capabilities and
+  driver before anything is built;
+- bundle_signing.py: the public keys pinned into the app, and the manifest's signature;
+- bundle_pex.py: the `pex_binary`'s PEX, rebuilt for the device's complete platforms (beside the
+  kernel compiles);
+- bundle_cache.py: the kernels compiled into `cache/`, with `cache/manifest.json` listing every
+  file with its sha256, the PEX's too;
+- bundle_archive.py: the whole bundle as a reproducible `.tar.gz`, when `archive` asks for one.
+
+Pants' `package` goal, not this rule, writes dist/: it deletes each artifact's path, then
+materialises the merged digest file by file, with no rename at the end. A killed run can thus
+leave a partial bundle, which the runtime and `python -m gpu_runtime verify` call incomplete
+(files missing) or tampered (a truncated file's sha256).
+"""
+
+from __future__ import annotations
+
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
+from pants.engine.addresses import UnparsedAddressInputs
+from pants.engine.fs import Digest, MergeDigests
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import AllTargets, Targets
+from pants.engine.unions import UnionRule
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+
+from gpu_build.util_rules.bundle_archive import CreateDeterministicTarGz
+from gpu_build.util_rules.bundle_cache import (
+    BundleCompiles,
+    BundleCompilesRequest,
+    KernelCache,
+    KernelCacheRequest,
+)
+from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
+from gpu_build.util_rules.bundle_kernels import BundleKernels, BundleKernelsRequest
+from gpu_build.util_rules.bundle_outputs import check_output_clash
+from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
+from gpu_build.util_rules.bundle_signing import (
+    ManifestSignature,
+    PinnedKeys,
+    PinnedKeysRequest,
+    SignManifestRequest,
+)
+
+
+@rule(level=LogLevel.DEBUG)
+async def package_deploy_bundle(
+    field_set: DeployBundleFieldSet, all_targets: AllTargets
+) -> BuiltPackage:
+    output_dir = field_set.output_dir
+    check_output_clash(field_set.address, output_dir, all_targets)
+    binaries, explicit_kernels, pins = await MultiGet(
+        Get(Targets, UnparsedAddressInputs, field_set.binary.to_unparsed_address_inputs()),
+        Get(Targets, UnparsedAddressInputs, field_set.kernels.to_unparsed_address_inputs()),
+        Get(PinnedKeys, PinnedKeysRequest()),
+    )
+    binary = bundle_binary(field_set, binaries)
+    kernels = await Get(
+        BundleKernels, BundleKernelsRequest(field_set, binary.address, explicit_kernels)
+    )
+    pex, compiles = await MultiGet(
+        Get(DevicePex, DevicePexRequest(field_set, binary, pins.keys)),
+        Get(BundleCompiles, BundleCompilesRequest(field_set, tuple(kernels))),
+    )
+    cache = await Get(
+        KernelCache,
+        KernelCacheRequest(
+            field_set, tuple(kernels), compiles, FrozenDict({pex.filename: pex.sha256})
+        ),
+    )
+    signature = await Get(ManifestSignature, SignManifestRequest(cache.digest, cache.manifest_path))
+    bundle = await Get(Digest, MergeDigests([pex.digest, cache.digest, signature.digest]))
+
+    capabilities = ", ".join(field_set.capabilities.value or ())
+    signed = f"signed by key {signature.key_id}" if signature.key_id else "unsigned"
+    artifacts = [
+        BuiltPackageArtifact(
+            output_dir,
+            extra_log_lines=(
+                f"  {pex.filename} + {cache.file_count} kernel files for {capabilities} "
+                f"(driver {field_set.driver_version.value}); {signed}, "
+                f"{len(pins.keys)} key(s) pinned",
+            ),
+        )
+    ]
+    if field_set.archive.value == "tar.gz":
+        archive = await Get(Digest, CreateDeterministicTarGz(bundle, f"{output_dir}.tar.gz"))
+        bundle = await Get(Digest, MergeDigests([bundle, archive]))
+        artifacts.append(BuiltPackageArtifact(f"{output_dir}.tar.gz"))
+    return BuiltPackage(bundle, tuple(artifacts))
+
+
+def rules():
+    return [*collect_rules(), UnionRule(PackageFieldSet, DeployBundleFieldSet)]

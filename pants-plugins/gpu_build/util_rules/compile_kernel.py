@@ -1,0 +1,260 @@
+"""Compile one `gpu_kernel` source for its capabilities: CompileKernelRequest -> CompiledKernels.
+
+One process per (source, toolchain) compiles every capability of the target
+(`[gpu-toolchains].batch_capabilities`, the default), so numba's start-up is paid once per source,
+not once per capability. Each process covers one source, so editing a kernel re-runs that kernel's
+process only. A request for a subset of the capabilities (a deploy_bundle's) still runs the
+process for the target's whole list and takes its subset from the outputs: it shares the one
+cache entry with `pants package` on the kernel. With `batch_capabilities = false` each requested
+capability is its own process instead. The process itself is built by `compile_process`, a pure
+function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from pants.backend.python.target_types import PythonSourceField
+from pants.backend.python.util_rules.pex import VenvPexProcess
+from pants.core.target_types import FileSourceField, ResourceSourceField
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
+from pants.engine.addresses import Address
+from pants.engine.collection import Collection
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    Digest,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+)
+from pants.engine.process import FallibleProcessResult
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
+from pants.source.source_root import SourceRoot, SourceRootRequest
+from pants.util.strutil import softwrap
+
+from gpu_build.subsystems.toolchains import GpuToolchains
+from gpu_build.target_types import GpuKernelSourceField
+from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
+from gpu_build.util_rules.kernel_field_set import (
+    GpuKernelFieldSet,
+    KernelCompileOptions,
+    kernel_capabilities,
+)
+from gpu_build.util_rules.toolchain import (
+    ToolchainPex,
+    ToolchainPexRequest,
+    ToolchainSpec,
+    toolchain_spec,
+)
+from gpu_spec.compile_report import failed_capabilities
+from gpu_spec.errors import SpecError
+from gpu_spec.ptx_isa import validate_ptx_version
+
+
+class GpuKernelCompileError(Exception):
+    """A kernel failed to compile: the message names the target, file, capability and log."""
+
+
+def check_ptx_version(
+    address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec
+) -> None:
+    """Refuses a `ptx_version` the toolchain cannot emit for this capability, before compiling."""
+    if not options.ptx_version:
+        return
+    try:
+        validate_ptx_version(options.ptx_version, capability, spec.ptx_isa)
+    except SpecError as e:
+        raise GpuKernelCompileError(
+            f"The `ptx_version` field in target {address} cannot be used with the GPU toolchain "
+            f"{spec.name!r} (CUDA {spec.cuda}, PTX ISA {spec.ptx_isa}) for {capability}: {e}"
+        ) from e
+
+
+def compile_failure(
+    address: Address,
+    source: str,
+    capabilities: Sequence[str],
+    spec: ToolchainSpec,
+    stderr: bytes,
+) -> GpuKernelCompileError:
+    # The compiler names the toolchain's requirements file with a "<toolchain>" placeholder.
+    report = stderr.decode(errors="replace").strip().replace("<toolchain>", spec.resolve)
+    failed = failed_capabilities(capabilities, report)
+    of = "" if len(failed) == len(capabilities) else f" (of {', '.join(capabilities)})"
+    return GpuKernelCompileError(
+        softwrap(
+            f"""
+            Failed to compile {source} (target {address}) for {', '.join(failed)}{of}
+            with the GPU toolchain {spec.name!r}:
+            """
+        )
+        + "\n\n"
+        + report
+    )
+
+
+@dataclass(frozen=True)
+class KernelSourcesRequest:
+    address: Address
+    source: str  # the kernel's source file
+
+
+@dataclass(frozen=True)
+class KernelSources:
+    """The files a compile reads (the source and its dependencies') and the source's root."""
+
+    digest: Digest
+    source_root: str
+
+
+@rule
+async def kernel_sources(request: KernelSourcesRequest) -> KernelSources:
+    transitive, source_root = await MultiGet(
+        Get(TransitiveTargets, TransitiveTargetsRequest([request.address])),
+        Get(SourceRoot, SourceRootRequest, SourceRootRequest.for_file(request.source)),
+    )
+    kernels = [t for t in transitive.closure if t.has_field(GpuKernelSourceField)]
+    others = [t for t in transitive.closure if not t.has_field(GpuKernelSourceField)]
+    # Kernel sources as they are: with codegen on, Pants would turn them into JIT mode's
+    # resources (`gpu_build.util_rules.jit_index`), whose rule asks for these very sources.
+    kernel_files, other_files = await MultiGet(
+        Get(
+            SourceFiles,
+            SourceFilesRequest(
+                (t[GpuKernelSourceField] for t in kernels),
+                for_sources_types=(GpuKernelSourceField,),
+            ),
+        ),
+        Get(
+            SourceFiles,
+            SourceFilesRequest(
+                (t.get(SourcesField) for t in others),
+                for_sources_types=(PythonSourceField, FileSourceField, ResourceSourceField),
+                enable_codegen=True,
+            ),
+        ),
+    )
+    digest = await Get(
+        Digest, MergeDigests([kernel_files.snapshot.digest, other_files.snapshot.digest])
+    )
+    return KernelSources(digest, source_root.path)
+
+
+@dataclass(frozen=True)
+class CompileKernelRequest:
+    field_set: GpuKernelFieldSet
+    # The capabilities wanted, each one of the target's; None means all of the target's.
+    capabilities: tuple[str, ...] | None = None
+    # A deploy_bundle may pick the toolchain; None means the target's own (or the default).
+    toolchain: str | None = None
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    address: Address
+    capability: str
+    toolchain: str
+    # `<module>.ptx`, `<module>.cubin` and `metadata.json` at the digest's root.
+    digest: Digest
+
+
+class CompiledKernels(Collection[CompiledKernel]):
+    """One CompiledKernel per capability asked for, in the order asked."""
+
+
+@dataclass(frozen=True)
+class KernelProcessRequest:
+    """One compile process: the source of `field_set` for `capabilities` with `spec`."""
+
+    field_set: GpuKernelFieldSet
+    spec: ToolchainSpec
+    capabilities: tuple[str, ...]
+
+
+def process_batches(
+    wanted: Sequence[str], offered: Sequence[str], batch: bool
+) -> tuple[tuple[str, ...], ...]:
+    """The capabilities of each process that together cover `wanted`: the target's whole list
+    (`offered`) in one process, so that every request for the target shares one cache entry;
+    else one process per wanted capability."""
+    if not wanted:
+        return ()
+    return (tuple(offered),) if batch else tuple((c,) for c in wanted)
+
+
+@rule
+async def compile_kernel(
+    request: CompileKernelRequest, subsystem: GpuToolchains
+) -> CompiledKernels:
+    field_set = request.field_set
+    address = field_set.address
+    spec = toolchain_spec(
+        subsystem, request.toolchain or field_set.toolchain.value, origin=f"The target {address}"
+    )
+    offered = kernel_capabilities(field_set, subsystem)
+    wanted = offered if request.capabilities is None else request.capabilities
+    missing = [c for c in wanted if c not in offered]
+    if missing:
+        raise GpuKernelCompileError(
+            f"The gpu_kernel {address} is not compiled for {', '.join(missing)} (its "
+            f"capabilities: {', '.join(offered)}). Add them to its `capabilities` field."
+        )
+    batches = process_batches(wanted, offered, subsystem.batch_capabilities)
+    results = await MultiGet(
+        Get(CompiledKernels, KernelProcessRequest(field_set, spec, batch)) for batch in batches
+    )
+    by_capability = {kernel.capability: kernel for result in results for kernel in result}
+    return CompiledKernels(by_capability[c] for c in wanted)
+
+
+@rule
+async def run_kernel_process(request: KernelProcessRequest) -> CompiledKernels:
+    field_set, spec, capabilities = request.field_set, request.spec, request.capabilities
+    address = field_set.address
+    options = KernelCompileOptions.from_field_set(field_set)
+    for capability in capabilities:
+        check_ptx_version(address, options, capability, spec)
+
+    source = field_set.source.file_path
+    toolchain, sources = await MultiGet(
+        Get(ToolchainPex, ToolchainPexRequest(spec)),
+        Get(KernelSources, KernelSourcesRequest(address, source)),
+    )
+    process = compile_process(
+        toolchain=toolchain,
+        source=source,
+        capabilities=capabilities,
+        sys_path=(sources.source_root,),
+        options=options,
+        input_digest=sources.digest,
+    )
+    result = await Get(FallibleProcessResult, VenvPexProcess, process)
+    if result.exit_code != 0:
+        raise compile_failure(address, source, capabilities, spec, result.stderr)
+    subsets = await MultiGet(
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{OUT_DIR}/{c}/**"])))
+        for c in capabilities
+    )
+    digests = await MultiGet(
+        Get(Digest, RemovePrefix(subset, f"{OUT_DIR}/{c}"))
+        for subset, c in zip(subsets, capabilities)
+    )
+    empty = [c for c, digest in zip(capabilities, digests) if digest == EMPTY_DIGEST]
+    if empty:
+        raise GpuKernelCompileError(
+            f"The compile of {source} (target {address}) with the GPU toolchain {spec.name!r} "
+            f"exited 0 but wrote nothing for {', '.join(empty)} under {OUT_DIR}/<capability>/ "
+            f"(the layout `python -m gpu_compiler compile` writes). Its stderr:\n\n"
+            + result.stderr.decode(errors="replace").strip()
+        )
+    return CompiledKernels(
+        CompiledKernel(address=address, capability=c, toolchain=spec.name, digest=digest)
+        for c, digest in zip(capabilities, digests)
+    )
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,92 @@
+"""The compile process of one source for its capabilities, built by pure functions from plain
+inputs.
+
+Like Pants' `DockerBinary.build_image`: the rule gathers the inputs through the engine, and
+`compile_process` turns them into the whole process, which a test asserts without the engine.
+The process writes `OUT_DIR/<capability>/` for each capability it compiles.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pants.backend.python.util_rules.pex import VenvPexProcess
+from pants.engine.fs import Digest
+from pants.util.logging import LogLevel
+
+from gpu_build.util_rules.compile_description import format_compile_description
+from gpu_build.util_rules.kernel_field_set import KernelCompileOptions
+from gpu_build.util_rules.toolchain import ToolchainPex
+
+OUT_DIR = "__gpu_out"
+
+
+def compile_argv(
+    *,
+    source: str,
+    capabilities: Sequence[str],
+    out_dir: str,
+    sys_path: tuple[str, ...],
+    options: KernelCompileOptions,
+) -> tuple[str, ...]:
+    """The `python -m gpu_compiler` arguments for one process; paths are buildroot-relative."""
+    argv = ["compile", "--source", source]
+    for capability in capabilities:
+        argv += ["--capability", capability]
+    argv += ["--out-dir", out_dir]
+    return (*argv, *compile_flags(sys_path=sys_path, options=options))
+
+
+def compile_flags(*, sys_path: tuple[str, ...], options: KernelCompileOptions) -> tuple[str, ...]:
+    """The arguments after `--out-dir`: the same for every capability, and what JIT mode
+    (`gpu_build.util_rules.jit_index`) hands the runtime so that it compiles exactly as this
+    process.
+    """
+    argv: list[str] = []
+    for path in sys_path:
+        argv += ["--sys-path", path]
+    if options.ptx_version:
+        argv += ["--ptx-version", options.ptx_version]
+    if options.fast_math:
+        argv.append("--fast-math")
+    if options.lineinfo:
+        argv.append("--lineinfo")
+    if options.max_registers is not None:
+        argv += ["--max-registers", str(options.max_registers)]
+    for define in options.defines:
+        argv += ["--define", define]
+    for include_dir in options.include_dirs:
+        argv += ["--include-dir", include_dir]
+    for expression in options.name_expressions:
+        argv += ["--name-expression", expression]
+    return tuple(argv)
+
+
+def compile_process(
+    *,
+    toolchain: ToolchainPex,
+    source: str,
+    capabilities: Sequence[str],
+    sys_path: tuple[str, ...],
+    options: KernelCompileOptions,
+    input_digest: Digest,
+) -> VenvPexProcess:
+    """Runs the toolchain PEX on `input_digest` (the source and its dependencies), writing the
+    PTX, cubins and metadata.json of each capability under `OUT_DIR/<capability>/`."""
+    return VenvPexProcess(
+        toolchain.pex,
+        argv=compile_argv(
+            source=source,
+            capabilities=capabilities,
+            out_dir=OUT_DIR,
+            sys_path=sys_path,
+            options=options,
+        ),
+        input_digest=input_digest,
+        output_directories=(OUT_DIR,),
+        description=format_compile_description(
+            source=source, capabilities=capabilities, toolchain=toolchain.spec.name
+        ),
+        # INFO: each compile that really runs (not a cache hit) shows up in the log.
+        level=LogLevel.INFO,
+    )

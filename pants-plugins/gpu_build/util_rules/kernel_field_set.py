@@ -1,0 +1,79 @@
+"""What a `gpu_kernel` target says about its compiles: the field set, capabilities and options."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pants.engine.target import FieldSet
+
+from gpu_build.subsystems.toolchains import GpuToolchains
+from gpu_build.target_types import (
+    GpuKernelCapabilitiesField,
+    GpuKernelDefinesField,
+    GpuKernelDependenciesField,
+    GpuKernelFastMathField,
+    GpuKernelIncludeDirsField,
+    GpuKernelLineInfoField,
+    GpuKernelMaxRegistersField,
+    GpuKernelNameExpressionsField,
+    GpuKernelPtxVersionField,
+    GpuKernelSourceField,
+    GpuKernelToolchainField,
+)
+
+
+@dataclass(frozen=True)
+class GpuKernelFieldSet(FieldSet):
+    required_fields = (GpuKernelSourceField,)
+
+    source: GpuKernelSourceField
+    capabilities: GpuKernelCapabilitiesField
+    ptx_version: GpuKernelPtxVersionField
+    toolchain: GpuKernelToolchainField
+    fast_math: GpuKernelFastMathField
+    lineinfo: GpuKernelLineInfoField
+    max_registers: GpuKernelMaxRegistersField
+    defines: GpuKernelDefinesField
+    include_dirs: GpuKernelIncludeDirsField
+    name_expressions: GpuKernelNameExpressionsField
+    dependencies: GpuKernelDependenciesField
+
+
+def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) -> tuple[str, ...]:
+    """The target's capabilities, or the configured default (checked like the field)."""
+    if field_set.capabilities.value is not None:
+        return field_set.capabilities.value
+    return (
+        GpuKernelCapabilitiesField.compute_value(
+            tuple(subsystem.default_capabilities), field_set.address
+        )
+        or ()
+    )
+
+
+@dataclass(frozen=True)
+class KernelCompileOptions:
+    fast_math: bool = False
+    lineinfo: bool = False
+    max_registers: int | None = None
+    ptx_version: str | None = None
+    defines: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    name_expressions: tuple[str, ...] = ()
+
+    @classmethod
+    def from_field_set(cls, field_set: GpuKernelFieldSet) -> KernelCompileOptions:
+        spec_path = field_set.address.spec_path
+        return cls(
+            fast_math=field_set.fast_math.value,
+            lineinfo=field_set.lineinfo.value,
+            max_registers=field_set.max_registers.value,
+            ptx_version=field_set.ptx_version.value,
+            defines=tuple(field_set.defines.value or ()),
+            include_dirs=tuple(
+                os.path.normpath(os.path.join(spec_path, d))
+                for d in (field_set.include_dirs.value or ())
+            ),
+            name_expressions=tuple(field_set.name_expressions.value or ()),
+        )

@@ -1,0 +1,312 @@
+"""Whole `./pants` runs in a copy of the checkout, for the integration tests and the benchmarks.
+
+Used by the plugin's integration tests (resolve `pants-plugins`, CPython 3.9), by tests/remote_cache
+(resolve `python-default`, CPython 3.10-3.12) and by the scripts in tests/bench (plain `python3`,
+with pants-plugins/ on sys.path). Standard library only, so each of them can import it;
+pants-plugins/BUILD gives it one owner per resolve.
+
+What it reads back from a run:
+- the compile processes that really ran, from Pants' log: a compile process is logged at INFO
+  (`Completed: <description>`) only when it runs, never on a cache hit; one process may compile
+  a source for several capabilities (`logged_pairs` counts those (source, capability) pairs);
+- how long each logged process took, from its `Starting:` and `Completed:` lines;
+- with `record=True`: every process of the run, from the workunit logger backend's JSON (its
+  description, its cache scope and where its result came from: `Ran`, `HitLocally`,
+  `HitRemotely`, which Pants records whether or not the process ran), and the counters that
+  `--stats-log` prints (`remote_cache_requests_cached`, ...).
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Mapping, Optional, Sequence, Union
+
+from gpu_build.util_rules.compile_description import CompileDescription, parse_compile_description
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+WORKUNIT_LOGGER_BACKEND = "pants.backend.experimental.tools.workunit_logger"
+# `HH:MM:SS.ss [INFO] Starting: <description>`, and `Completed:` when the process ends.
+_LOG_LINE = re.compile(
+    r"^(?P<time>\d\d:\d\d:\d\d\.\d\d) \[INFO\] (?P<event>Starting|Completed): (?P<what>.*)$",
+    re.MULTILINE,
+)
+# ./pants' own knobs (where its venv lives, which CPython 3.9 runs Pants), not Pants options.
+_PANTS_SCRIPT_VARS = ("PANTS_BOOTSTRAP_CACHE", "PANTS_PYTHON39")
+
+
+def repo_root() -> str:
+    """The checkout under test: $GPU_BUILD_REPO_ROOT (set by `[test].extra_env_vars`), else the
+    checkout this file is in."""
+    root = os.environ.get("GPU_BUILD_REPO_ROOT")
+    if not root:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if not all(os.path.exists(os.path.join(root, name)) for name in ("pants.toml", ".git")):
+        raise RuntimeError(
+            f"{root} is not a git checkout of the repository (no pants.toml or .git). Run the "
+            "test through `./pants test`, which sets GPU_BUILD_REPO_ROOT via "
+            "`[test].extra_env_vars`, or set it yourself."
+        )
+    return root
+
+
+def base_env() -> dict[str, str]:
+    """The nested Pants' environment: ours without Pants options (PANTS_*) and without what the
+    outer Pants set for its test process (PEX_*, GPU_BUILD_REPO_ROOT); each run is configured
+    explicitly."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(("PANTS_", "PEX_")) or k == "GPU_BUILD_REPO_ROOT")
+        or k in _PANTS_SCRIPT_VARS
+    }
+    env.setdefault("HOME", os.path.expanduser("~"))
+    # Pants in a test sandbox hands us a minimal PATH; git, bash and pyenv live in the usual places.
+    path = env.get("PATH", "")
+    for extra in ("/usr/local/bin", "/usr/bin", "/bin"):
+        if extra not in path.split(os.pathsep):
+            path = f"{path}{os.pathsep}{extra}" if path else extra
+    env["PATH"] = path
+    env["LANG"] = env["LC_ALL"] = "C.UTF-8"
+    return env
+
+
+def copy_checkout(source: StrPath, dest: StrPath) -> str:
+    """Makes dest's tracked and untracked-but-not-ignored files those of source's working tree:
+    copies them as they are on disk and removes those deleted there. Returns dest."""
+    source, dest = os.fspath(source), os.fspath(dest)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=source,
+        check=True,
+        stdout=subprocess.PIPE,
+        env=base_env(),
+    ).stdout.decode()
+    copied = 0
+    for rel in sorted(set(filter(None, listed.split("\0")))):
+        src, dst = os.path.join(source, rel), os.path.join(dest, rel)
+        if os.path.lexists(dst):
+            os.remove(dst)
+        if not os.path.lexists(src):
+            continue  # deleted in the working tree
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+        copied += 1
+    if not copied or not os.path.isfile(os.path.join(dest, "pants")):
+        raise RuntimeError(f"nothing to copy from {source}")
+    return dest
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    description: str
+    source: str  # "Ran", "HitLocally" or "HitRemotely"
+    cache_scope: str  # "Always", "Successful", "PerRestartSuccessful", "PerSession", "Never"
+
+    @property
+    def cacheable(self) -> bool:
+        return self.cache_scope in ("Always", "Successful")
+
+    @property
+    def compile(self) -> Optional[CompileDescription]:
+        return parse_compile_description(self.description)
+
+
+@dataclass(frozen=True)
+class PantsRun:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    recorded: bool = False  # run with `record=True`: `counters` and `processes` are filled in
+    counters: Mapping[str, int] = field(default_factory=dict)
+    processes: tuple[ProcessRecord, ...] = ()
+
+    def check(self) -> PantsRun:
+        if self.returncode != 0:
+            # The log without the counters block, which would bury the error.
+            log = self.stderr.split("[INFO] Counters:", 1)[0]
+            raise AssertionError(
+                f"`{' '.join(self.argv)}` exited {self.returncode} ({self.summary()}):\n"
+                f"{log[-8000:]}"
+            )
+        return self
+
+    def logged_compiles(self) -> list[CompileDescription]:
+        """Every compile process that really ran (not a cache hit), in log order."""
+        completed = (
+            m["what"] for m in _LOG_LINE.finditer(self.stderr) if m["event"] == "Completed"
+        )
+        return [c for c in map(parse_compile_description, completed) if c is not None]
+
+    def logged_pairs(self) -> list[tuple[str, str]]:
+        """(source, capability) of every compile done by the processes that really ran."""
+        return [pair for c in self.logged_compiles() for pair in c.pairs()]
+
+    def compile_processes(self, source: str | None = None) -> list[ProcessRecord]:
+        """The recorded compile processes, or those whose result came from `source`."""
+        return [
+            p
+            for p in self.processes
+            if p.compile is not None and (source is None or p.source == source)
+        ]
+
+    def written(self) -> list[str]:
+        """The dist/ paths the run reported writing (`Wrote dist/...`)."""
+        return re.findall(r"\[INFO\] Wrote (dist/\S+)", self.stderr)
+
+    def summary(self) -> str:
+        text = (
+            f"{self.wall_s:.1f} s; {len(self.logged_compiles())} compile processes logged "
+            f"({len(self.logged_pairs())} (source, capability) pairs)"
+        )
+        if not self.recorded:
+            return text
+        by_source: dict[str, int] = {}
+        for p in self.processes:
+            by_source[p.source] = by_source.get(p.source, 0) + 1
+        compiles = {s: len(self.compile_processes(s)) for s in ("Ran", "HitLocally", "HitRemotely")}
+        counters = ", ".join(f"{k}={self.counters.get(k, '?')}" for k in _SUMMARY_COUNTERS)
+        return f"{text}; processes {by_source}; compiles {compiles}; {counters}"
+
+
+_SUMMARY_COUNTERS = (
+    "remote_cache_requests",
+    "remote_cache_requests_cached",
+    "remote_cache_requests_uncached",
+    "remote_cache_read_errors",
+    "remote_cache_write_successes",
+    "remote_cache_write_errors",
+    "local_execution_requests",
+    "local_cache_requests_cached",
+)
+
+
+def log_spans(stderr: str) -> list[tuple[str, float]]:
+    """(description, seconds from `Starting:` to `Completed:`) of each logged process."""
+    started: dict[str, datetime] = {}
+    spans = []
+    for m in _LOG_LINE.finditer(stderr):
+        stamp = datetime.strptime(m["time"], "%H:%M:%S.%f")
+        if m["event"] == "Starting":
+            started[m["what"]] = stamp
+        elif m["what"] in started:
+            spans.append((m["what"], (stamp - started.pop(m["what"])).total_seconds()))
+    return spans
+
+
+def parse_counters(stderr: str) -> dict[str, int]:
+    counters: dict[str, int] = {}
+    block = stderr.split("[INFO] Counters:", 1)
+    if len(block) == 2:
+        for line in block[1].splitlines()[1:]:
+            m = re.match(r"^  (\w+): (\d+)$", line)
+            if not m:
+                break
+            counters[m.group(1)] = int(m.group(2))
+    return counters
+
+
+def parse_processes(workunit_dir: str) -> list[ProcessRecord]:
+    records = []
+    for path in glob.glob(os.path.join(workunit_dir, "*.json")):
+        with open(path) as f:
+            workunits = json.load(f)
+        for wu in workunits:
+            meta = wu.get("metadata") or {}
+            if wu.get("name") != "process" or "source" not in meta:
+                continue
+            definition = json.loads(meta.get("definition", "{}"))
+            records.append(
+                ProcessRecord(
+                    description=definition.get("description", wu.get("description", "")),
+                    source=meta["source"],
+                    cache_scope=definition.get("cache_scope", "?"),
+                )
+            )
+    return records
+
+
+def record_options(workunit_dir: str) -> list[str]:
+    """The options that make a run print its counters and log its workunits to workunit_dir."""
+    return [
+        "--stats-log",
+        f"--backend-packages=+['{WORKUNIT_LOGGER_BACKEND}']",
+        "--workunit-logger-enabled",
+        f"--workunit-logger-logdir={workunit_dir}",
+        # --stats-log asks for the hdrhistogram plugin; the counters are all we read.
+        "--ignore-warnings=+['Please run with `--plugins=hdrhistogram`']",
+    ]
+
+
+def run_pants(
+    repo: StrPath,
+    args: Sequence[str],
+    *,
+    local_store: StrPath | None,
+    env: Mapping[str, str] | None = None,
+    wrapper: Sequence[str] = (),
+    pantsd: bool = False,
+    record: bool = False,
+    timeout: float = 1800,
+    launcher: StrPath = "./pants",
+) -> PantsRun:
+    """One `./pants` run in repo, with its own local store (None: Pants' default one).
+
+    env: set over `base_env()`; wrapper: a command line that runs `./pants ...` (its arguments);
+    record: fill in the run's counters and processes (see the module's docstring); launcher: the
+    script that runs Pants (another checkout's `pants`, for a repo that has none of its own)."""
+    workunit_dir = tempfile.mkdtemp(prefix="workunits-")
+    argv = [os.fspath(launcher), "--pantsd" if pantsd else "--no-pantsd"]
+    if local_store is not None:
+        argv.append(f"--local-store-dir={os.fspath(local_store)}")
+    argv += [*(record_options(workunit_dir) if record else ()), *args]
+    run_env = {**base_env(), **(env or {})}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [*wrapper, *argv],
+            cwd=repo,
+            env=run_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+            timeout=timeout,
+        )
+        wall = time.perf_counter() - start
+        processes = parse_processes(workunit_dir) if record else []
+    finally:
+        shutil.rmtree(workunit_dir, ignore_errors=True)
+    return PantsRun(
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        stdout=proc.stdout,
+        stderr=proc.stderr,
+        wall_s=wall,
+        recorded=record,
+        counters=parse_counters(proc.stderr) if record else {},
+        processes=tuple(processes),
+    )
+
+
+def tree_digests(path: StrPath) -> dict[str, str]:
+    """sha256 of every file under path, by path relative to it."""
+    digests = {}
+    for dirpath, _, filenames in os.walk(path):
+        for name in sorted(filenames):
+            file = os.path.join(dirpath, name)
+            with open(file, "rb") as f:
+                digests[os.path.relpath(file, path)] = hashlib.sha256(f.read()).hexdigest()
+    return dict(sorted(digests.items()))

@@ -1,0 +1,1 @@
+"""The CUDA C++ front end: NVRTC, with `#include`s resolved inside the compile's inputs."""

@@ -1,0 +1,275 @@
+"""CUDA C++ (``.cu``) to PTX with NVRTC, through ``cuda.bindings.nvrtc``.
+
+Why the raw bindings and not ``cuda.core.Program``: in cuda-core 1.2.2
+``Program.compile("ptx")`` calls into the driver and fails without libcuda,
+while ``cuda.bindings.nvrtc`` produces PTX on a machine with no GPU. The cubin
+is then built from *that* PTX by nvJitLink (``gpu_compiler.link.linker``), so the
+shipped PTX and cubin always correspond (also after a ``.version`` rewrite).
+
+Kernels:
+* ``extern "C" __global__`` kernels are found by their ``.entry`` in the PTX
+  and recorded under their plain name.
+* Templates are instantiated through NVRTC name expressions
+  (``nvrtcAddNameExpression``), e.g. ``"matmul<float, 16>"``; the kernel is
+  recorded with the expression as its name and ``nvrtcGetLoweredName``'s
+  mangled name as its entry.
+* Any other ``.entry`` (a non-template C++ kernel without ``extern "C"``) is
+  recorded under its mangled name.
+
+Paths: NVRTC is given the source path as the caller gave it (relative), which
+is what its diagnostics print (``file(line): error: ...``). Quoted includes
+are searched next to the including file first, then in the ``-I`` dirs. NVRTC
+writes absolute ``.file`` paths for line info; those are made relative to the
+working directory.
+
+Hermetic compiles (a ``sandbox_root``, the default): the user headers are
+found, checked and read by ``gpu_compiler.cuda_cpp.includes`` and handed to NVRTC
+in memory, so NVRTC opens no user file itself. With ``sandbox_root=None`` (dev
+mode) NVRTC reads the source's includes from disk as it finds them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from gpu_compiler import ptx as ptxmod
+from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
+from gpu_compiler.errors import CompileError
+from gpu_compiler.paths import relativize_text
+from gpu_compiler.sandbox import Sandbox
+from gpu_spec.capabilities import parse_capability
+
+# "path(12): error: ..." / "path(3): catastrophic error: ..."
+_DIAG_RE = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE
+)
+
+
+@dataclass
+class CudaKernel:
+    name: str
+    entry: str
+    params: List[str] = field(default_factory=list)
+
+
+@dataclass
+class CudaPTX:
+    ptx: str
+    kernels: List[CudaKernel]
+    log: str = ""
+
+
+def nvrtc_options(
+    capability: str,
+    *,
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    max_registers: Optional[int] = None,
+) -> List[str]:
+    """The NVRTC command line, in a fixed order (it is part of the output's identity)."""
+    major, minor = parse_capability(capability)
+    opts = ["--gpu-architecture=compute_%d%d" % (major, minor), "-std=c++17"]
+    for d in defines:
+        if not d or d.startswith("=") or any(c.isspace() for c in d.split("=", 1)[0]):
+            raise CompileError("invalid define %r: expected NAME or NAME=VALUE" % (d,))
+        opts.append("-D%s" % d)
+    for inc in include_dirs:
+        opts.append("-I%s" % inc)
+    if fast_math:
+        opts.append("--use_fast_math")
+    if lineinfo:
+        opts.append("-lineinfo")
+    if max_registers is not None:
+        opts.append("--maxrregcount=%d" % int(max_registers))
+    return opts
+
+
+def _check(result: Tuple, what: str) -> Tuple:
+    from cuda.bindings import nvrtc
+
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        raise RuntimeError(
+            "%s failed: %s" % (what, msg.decode() if isinstance(msg, bytes) else msg)
+        )
+    return result[1:]
+
+
+def _get_log(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    (size,) = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+    buf = b" " * size
+    _check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+    return buf.rstrip(b"\x00").decode("utf-8", "replace")
+
+
+def compile_cuda_source(
+    source_path: str,
+    capability: str,
+    *,
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    max_registers: Optional[int] = None,
+    name_expressions: Sequence[str] = (),
+    sandbox_root: Optional[str] = ".",
+) -> CudaPTX:
+    """Compile ``source_path`` to PTX for ``capability``; CompileError on failure.
+
+    ``sandbox_root``: every file the compile reads must resolve inside it (None: anywhere).
+    """
+    program = _program_text(source_path, include_dirs, Sandbox(sandbox_root))
+    options = nvrtc_options(
+        capability,
+        defines=defines,
+        include_dirs=include_dirs,
+        fast_math=fast_math,
+        lineinfo=lineinfo,
+        max_registers=max_registers,
+    )
+    exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
+    ptx_text, lowered, log = _run_nvrtc(program, source_path, capability, options, exprs)
+    ptx_text = ptxmod.relativize_file_directives(ptx_text)
+    kernels = _kernels(ptx_text, lowered, source_path)
+    return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
+
+
+def _program_text(
+    source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
+) -> CudaProgramText:
+    """The source, and in a hermetic compile every user header it includes, read by us."""
+    if sandbox.confined:
+        return resolve_includes(source_path, include_dirs, sandbox)
+    try:
+        with open(source_path, "rb") as f:
+            return CudaProgramText(f.read())
+    except OSError as e:
+        raise CompileError(
+            "%s: error: cannot read source: %s" % (source_path, e), source=source_path
+        ) from e
+
+
+def _run_nvrtc(
+    program: CudaProgramText,
+    source_path: str,
+    capability: str,
+    options: List[str],
+    exprs: List[str],
+) -> Tuple[str, Dict[str, str], str]:
+    """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
+    from cuda.bindings import nvrtc
+
+    names = [n.encode("utf-8") for n, _ in program.headers]
+    texts = [t for _, t in program.headers]
+    (prog,) = _check(
+        nvrtc.nvrtcCreateProgram(
+            program.source, source_path.encode("utf-8"), len(texts), texts, names
+        ),
+        "nvrtcCreateProgram",
+    )
+    try:
+        for e in exprs:
+            _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
+        log = _compile_program(prog, options, source_path, capability)
+        ptx_text = _get_ptx(prog)
+        lowered = {e: _lowered_name(prog, e, source_path) for e in exprs}
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return ptx_text, lowered, log
+
+
+def _compile_program(prog, options: List[str], source_path: str, capability: str) -> str:
+    """Run the compile; its log, or a CompileError located by NVRTC's first diagnostic."""
+    from cuda.bindings import nvrtc
+
+    opt_bytes = [o.encode("utf-8") for o in options]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
+    log = relativize_text(_get_log(prog)).strip()
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        m = _DIAG_RE.search(log)
+        raise CompileError(
+            "%s: error: NVRTC failed to compile for %s:\n%s"
+            % (source_path, capability, log or str(err)),
+            source=m.group("file") if m else source_path,
+            line=int(m.group("line")) if m else None,
+        )
+    return log
+
+
+def _get_ptx(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    (size,) = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+    buf = b" " * size
+    _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
+    return buf.rstrip(b"\x00").decode("utf-8")
+
+
+def _lowered_name(prog, expr: str, source_path: str) -> str:
+    """The mangled entry NVRTC gave a name expression's instantiation."""
+    from cuda.bindings import nvrtc
+
+    try:
+        (name,) = _check(
+            nvrtc.nvrtcGetLoweredName(prog, expr.encode("utf-8")), "nvrtcGetLoweredName"
+        )
+    except RuntimeError as ex:
+        raise CompileError(
+            "%s: error: name expression %r: %s" % (source_path, expr, ex), source=source_path
+        ) from None
+    return name.decode("utf-8") if isinstance(name, bytes) else str(name)
+
+
+def _kernels(ptx_text: str, lowered: Dict[str, str], source_path: str) -> List[CudaKernel]:
+    """Every ``.entry`` of the PTX, named by its name expression where it has one."""
+    entries = ptxmod.parse_entries(ptx_text)
+    by_entry = {v: k for k, v in lowered.items()}
+    for e, low in lowered.items():
+        if low not in entries:
+            raise CompileError(
+                "%s: error: name expression %r (%s) is not a __global__ kernel"
+                % (source_path, e, low),
+                source=source_path,
+            )
+    if not entries:
+        raise CompileError(
+            '%s: error: no kernels in the PTX: declare extern "C" __global__ kernels '
+            "or instantiate templates with name expressions" % (source_path,),
+            source=source_path,
+        )
+    return [
+        CudaKernel(name=by_entry.get(entry, entry), entry=entry, params=params)
+        for entry, params in entries.items()
+    ]
+
+
+def compile_cuda_part(
+    source_path: str,
+    capability: str,
+    *,
+    shown: str,
+    text: Optional[bytes] = None,
+    fast_math: bool = False,
+    lineinfo: bool = False,
+    sandbox_root: Optional[str] = ".",
+) -> str:
+    """Relocatable PTX of CUDA C++ that a numba kernel links (device functions, no kernels
+    needed): ``-rdc`` keeps its ``extern`` functions for the linker. ``text``: in-memory
+    source (numba's CUSource) instead of the file."""
+    if text is not None:
+        program = CudaProgramText(text)
+    else:
+        here = shown if not os.path.isabs(shown) else source_path
+        program = _program_text(here, (), Sandbox(sandbox_root))
+    options = nvrtc_options(capability, fast_math=fast_math, lineinfo=lineinfo)
+    options.append("--relocatable-device-code=true")
+    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [])
+    return ptxmod.relativize_file_directives(ptx_text)

@@ -1,0 +1,56 @@
+"""A bundle with files missing in bulk is incomplete, not a capability problem.
+
+`pants package` materialises a bundle file by file (Pants 2.17 gives a rule no way to make that
+atomic), and a copy to a device can stop half-way: both leave a manifest whose files are partly
+absent. A cubin deleted on purpose (the PTX beside it still runs) is tolerated with a warning
+(`gpu_runtime.bundle.loader.variants_on_disk`); but when a module has none of its files left, or
+when no variant on disk fits while the bundle as built would have had one, the error says the
+bundle is incomplete (never "add a capability", which would be wrong advice).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from gpu_runtime.bundle.selection import Choice, select_variant
+from gpu_runtime.errors import IncompleteBundleError, NoCompatibleVariantError
+from gpu_spec.bundle_files import incomplete_message, missing_files
+from gpu_spec.manifest.model import Manifest, Variant
+
+
+def _error(manifest: Manifest, root: str, missing: int) -> IncompleteBundleError:
+    return IncompleteBundleError(
+        incomplete_message(manifest.bundle, root, missing, len(manifest.files))
+    )
+
+
+def check_complete(manifest: Manifest, root: str) -> None:
+    """Refuse a bundle in which some module has none of its files (run when it is opened)."""
+    missing = set(missing_files(root, manifest.files))
+    if not missing:
+        return
+    for lib in manifest.libraries:
+        for variant in lib.variants:
+            for module in variant.modules:
+                paths = [p for p in (module.ptx, module.cubin) if p]
+                if paths and all(p in missing for p in paths):
+                    raise _error(manifest, root, len(missing))
+
+
+def select_unless_incomplete(
+    manifest: Manifest, root: str, on_disk: Sequence[Variant], *args: Any, **kwargs: Any
+) -> Choice:
+    """`select_variant(on_disk, *args, **kwargs)`; when nothing on disk fits but the bundle as
+    built would (its missing files are the cause), IncompleteBundleError, not capability advice.
+    """
+    try:
+        return select_variant(on_disk, *args, **kwargs)
+    except NoCompatibleVariantError:
+        missing = missing_files(root, manifest.files)
+        if missing:
+            try:
+                select_variant(manifest.library(kwargs["library"]).variants, *args, **kwargs)
+            except NoCompatibleVariantError:
+                raise  # the bundle as built has nothing for this device either
+            raise _error(manifest, root, len(missing)) from None
+        raise

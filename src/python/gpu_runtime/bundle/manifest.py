@@ -1,0 +1,47 @@
+"""Opening a bundle's manifest: its bytes read once, trusted, parsed, and the bundle complete.
+
+The signature is checked on the very bytes that are then parsed (`gpu_runtime.bundle.trust`), and a
+bundle with modules whose files are all gone is refused as incomplete
+(`gpu_runtime.bundle.completeness`), before any kernel is looked up or loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterable, Mapping, Optional, Tuple
+
+from gpu_runtime.bundle.completeness import check_complete
+from gpu_runtime.bundle.trust import check_trust, trusted_keys
+from gpu_runtime.errors import ManifestError, manifest_errors
+from gpu_spec.manifest.model import MANIFEST_NAME, Manifest
+from gpu_spec.manifest.parse import loads_manifest
+
+log = logging.getLogger("gpu_runtime")
+
+
+def read_manifest_bytes(root: str) -> bytes:
+    path = os.path.join(root, MANIFEST_NAME)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ManifestError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def open_bundle_manifest(
+    root: str,
+    environ: Optional[Mapping[str, str]] = None,
+    extra_keys: Iterable[Tuple[bytes, str]] = (),
+    *,
+    require_complete: bool = True,
+) -> Tuple[Manifest, str]:
+    """(the manifest of the cache directory `root`, how it is trusted, in words)."""
+    raw = read_manifest_bytes(root)
+    trust = check_trust(raw, root, trusted_keys(environ, extra_keys))
+    with manifest_errors():
+        manifest = loads_manifest(raw, origin=os.path.join(root, MANIFEST_NAME))
+    if require_complete:
+        check_complete(manifest, root)
+    log.info("gpu_runtime: bundle %r at %s: %s", manifest.bundle, root, trust)
+    return manifest, trust

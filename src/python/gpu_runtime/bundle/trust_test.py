@@ -1,0 +1,149 @@
+"""Signed bundles: refused unless signed by a trusted key; nothing loads from a refused one."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+import gpu_runtime
+from gpu_runtime.bundle.integrity import sha256_bytes
+from gpu_runtime.conftest import FakeBackend
+from gpu_runtime.errors import UntrustedBundleError
+from gpu_spec.bundle_files import SIGNATURE_NAME
+from gpu_spec.manifest.model import MANIFEST_NAME
+from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV, Signature, key_id
+
+
+def public_hex(key: Ed25519PrivateKey) -> str:
+    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+
+def sign(cache: str, key: Ed25519PrivateKey) -> None:
+    with open(os.path.join(cache, MANIFEST_NAME), "rb") as f:
+        raw = f.read()
+    kid = key_id(bytes.fromhex(public_hex(key)))
+    with open(os.path.join(cache, SIGNATURE_NAME), "wb") as f:
+        f.write(Signature(kid, key.sign(raw)).dumps())
+
+
+@pytest.fixture
+def key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture
+def pinned(key, monkeypatch) -> str:
+    monkeypatch.setenv(PINNED_KEYS_ENV, public_hex(key))
+    monkeypatch.delenv(TRUSTED_KEYS_ENV, raising=False)
+    return key_id(bytes.fromhex(public_hex(key)))
+
+
+def rehash_tampered_cubin(cache: str) -> None:
+    """What an attacker can do without the key: change a cubin and fix its sha256."""
+    manifest_path = os.path.join(cache, MANIFEST_NAME)
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    path = next(p for p in manifest["files"] if p.endswith(".cubin"))
+    evil = b"// not the cubin that was built\n"
+    with open(os.path.join(cache, *path.split("/")), "wb") as f:
+        f.write(evil)
+    manifest["files"][path] = sha256_bytes(evil)
+    with open(manifest_path, "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+
+
+def test_signed_bundle_with_its_key_pinned_loads(bundle, key, pinned):
+    sign(bundle, key)
+    b = FakeBackend()
+    gpu_runtime.open_cache(bundle, backend=b).kernel("saxpy").load()
+    assert len(b.loads) == 1
+
+
+def test_rehashed_tampering_is_refused_with_a_key_pinned(bundle, key, pinned):
+    sign(bundle, key)
+    rehash_tampered_cubin(bundle)
+    b = FakeBackend()
+    with pytest.raises(UntrustedBundleError) as e:
+        gpu_runtime.open_cache(bundle, backend=b)
+    assert "'imaging_h200'" in str(e.value) and pinned in str(e.value)
+    assert "does not match its manifest" in str(e.value)
+    assert b.loads == []
+
+
+def test_unsigned_bundle_is_refused_with_a_key_pinned(bundle, pinned):
+    with pytest.raises(UntrustedBundleError, match=f"is not signed.*{pinned}"):
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+
+
+def test_bundle_signed_by_another_key_is_refused(bundle, pinned):
+    other = Ed25519PrivateKey.generate()
+    sign(bundle, other)
+    other_id = key_id(bytes.fromhex(public_hex(other)))
+    with pytest.raises(UntrustedBundleError) as e:
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+    assert f"signed by key {other_id}, which this app does not trust" in str(e.value)
+    assert pinned in str(e.value)
+
+
+def test_a_forged_signature_file_is_refused(bundle, key, pinned):
+    sign(bundle, key)
+    with open(os.path.join(bundle, SIGNATURE_NAME), "rb") as f:
+        doc = json.loads(f.read())
+    doc["signature"] = "00" * 64
+    with open(os.path.join(bundle, SIGNATURE_NAME), "w") as f:
+        json.dump(doc, f)
+    with pytest.raises(UntrustedBundleError, match="does not match its manifest"):
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+
+
+def test_device_trusted_keys_count_too(bundle, key, monkeypatch):
+    monkeypatch.delenv(PINNED_KEYS_ENV, raising=False)
+    monkeypatch.setenv(TRUSTED_KEYS_ENV, "00" * 32 + "," + public_hex(key))
+    sign(bundle, key)
+    gpu_runtime.open_cache(bundle, backend=FakeBackend()).kernel("saxpy").load()
+    rehash_tampered_cubin(bundle)
+    with pytest.raises(UntrustedBundleError):
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+
+
+def test_without_trusted_keys_an_unsigned_bundle_runs_as_before(bundle, monkeypatch):
+    monkeypatch.delenv(PINNED_KEYS_ENV, raising=False)
+    monkeypatch.delenv(TRUSTED_KEYS_ENV, raising=False)
+    gpu_runtime.open_cache(bundle, backend=FakeBackend()).kernel("saxpy").load()
+
+
+def test_a_malformed_trusted_key_is_an_error(bundle, monkeypatch):
+    monkeypatch.setenv(TRUSTED_KEYS_ENV, "not-a-key")
+    with pytest.raises(UntrustedBundleError, match="not an ed25519 public key"):
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+
+
+def test_cryptography_is_imported_only_to_check_a_signature(bundle, key):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gpu_runtime; from gpu_runtime.conftest import FakeBackend; "
+        f"gpu_runtime.open_cache({bundle!r}, backend=FakeBackend()); "
+        "print('cryptography' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (PINNED_KEYS_ENV, TRUSTED_KEYS_ENV)}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+
+    def imported(extra_env) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, **extra_env},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert imported({}) == "False"
+    sign(bundle, key)
+    assert imported({}) == "False"  # signed, but no key trusted: nothing to check
+    assert imported({TRUSTED_KEYS_ENV: public_hex(key)}) == "True"

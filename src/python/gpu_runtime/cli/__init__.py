@@ -1,0 +1,1 @@
+"""`python -m gpu_runtime`: the commands a device runs (verify a bundle, manage the JIT cache)."""

@@ -1,0 +1,70 @@
+"""``python -m gpu_runtime verify``: every file (app.pex included) and the signature."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from gpu_runtime.bundle.integrity import sha256_bytes
+from gpu_runtime.bundle.trust_test import public_hex, rehash_tampered_cubin, sign
+from gpu_runtime.cli.commands import main
+from gpu_spec.manifest.model import MANIFEST_NAME
+from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
+
+APP = b"PK fake app.pex bytes\n"
+
+
+@pytest.fixture
+def bundle_dir(bundle, monkeypatch) -> str:
+    """The `bundle` fixture's cache/ plus an app.pex beside it, listed in "bundle_files"."""
+    monkeypatch.delenv(PINNED_KEYS_ENV, raising=False)
+    monkeypatch.delenv(TRUSTED_KEYS_ENV, raising=False)
+    root = os.path.dirname(bundle)
+    with open(os.path.join(root, "app.pex"), "wb") as f:
+        f.write(APP)
+    path = os.path.join(bundle, MANIFEST_NAME)
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest["bundle_files"] = {"app.pex": sha256_bytes(APP)}
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+    return root
+
+
+def test_a_whole_bundle_verifies(bundle_dir, capsys):
+    assert main(["verify", bundle_dir]) == 0
+    out = capsys.readouterr().out
+    assert "OK: bundle 'imaging_h200'" in out and "25 files match" in out and "unsigned" in out
+
+
+def test_the_cache_dir_may_be_given_instead(bundle_dir):
+    assert main(["verify", os.path.join(bundle_dir, "cache")]) == 0
+
+
+def test_a_changed_app_pex_is_refused(bundle_dir, capsys):
+    with open(os.path.join(bundle_dir, "app.pex"), "ab") as f:
+        f.write(b"injected code")
+    assert main(["verify", bundle_dir]) == 1
+    out = capsys.readouterr().out
+    assert "changed: app.pex" in out and "REFUSED" in out and "1 of 25 files" in out
+
+
+def test_a_bundle_missing_files_is_incomplete(bundle_dir, capsys):
+    os.remove(os.path.join(bundle_dir, "app.pex"))
+    os.remove(os.path.join(bundle_dir, "cache", "saxpy", "cuda13", "sm_90", "saxpy__0.ptx"))
+    assert main(["verify", bundle_dir]) == 1
+    assert "2 of 25 files missing: re-run `pants package`" in capsys.readouterr().out
+
+
+def test_signature_checked_with_a_key_given(bundle_dir, capsys):
+    key = Ed25519PrivateKey.generate()
+    sign(os.path.join(bundle_dir, "cache"), key)
+    assert main(["verify", bundle_dir, "--key", public_hex(key)]) == 0
+    assert "signed by trusted key" in capsys.readouterr().out
+    rehash_tampered_cubin(os.path.join(bundle_dir, "cache"))
+    assert main(["verify", bundle_dir]) == 0  # no key trusted: only the sha256 are checked
+    assert main(["verify", bundle_dir, "--key", public_hex(key)]) == 1
+    assert "does not match its manifest" in capsys.readouterr().out

@@ -1,0 +1,192 @@
+"""JIT mode: a KernelCache whose libraries are compiled on first use for the GPU at hand.
+
+The libraries are the `gpu_kernel` targets found on sys.path (`gpu_runtime.jit.sources`); each is
+compiled for this device's capability by the same command as the build step
+(`gpu_runtime.jit.compiler`), under a key of its exact inputs (`gpu_runtime.jit.key`), into the
+per-user store (`gpu_runtime.jit.store`), and then loaded like a bundle's variant.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from gpu_runtime.errors import manifest_errors
+from gpu_runtime.jit.compiler import (
+    Compiler,
+    CompilerNotFoundError,
+    find_compiler,
+    no_compiler_message,
+)
+from gpu_runtime.jit.key import jit_key
+from gpu_runtime.jit.sources import JitSource
+from gpu_runtime.jit.store import Entry, JitStore, parse_size
+from gpu_runtime.runtime import KernelCache
+from gpu_spec.manifest.build import build_manifest
+from gpu_spec.manifest.model import Manifest
+from gpu_spec.manifest.parse import parse_manifest
+
+log = logging.getLogger("gpu_runtime")
+
+ENV_JIT_CACHE_SIZE = "GPU_RUNTIME_JIT_CACHE_SIZE"
+DEFAULT_JIT_CACHE_SIZE = "1G"
+
+
+def cache_bound(environ: Optional[Mapping[str, str]] = None) -> int:
+    env = os.environ if environ is None else environ
+    return parse_size(env.get(ENV_JIT_CACHE_SIZE) or DEFAULT_JIT_CACHE_SIZE)
+
+
+class JitKernelCache(KernelCache):
+    """Kernels compiled on demand from `sources` into `store`."""
+
+    def __init__(
+        self,
+        sources: Mapping[str, JitSource],
+        backend: Any = None,
+        *,
+        store: Optional[JitStore] = None,
+        prefer: Optional[str] = None,
+        compiler: Optional[Callable[[], Optional[Compiler]]] = None,
+        known_elsewhere: Sequence[str] = (),
+    ) -> None:
+        self._store = store or JitStore()
+        empty = Manifest(
+            bundle="jit", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={}
+        )
+        super().__init__(empty, self._store.root, backend, prefer=prefer, origin="jit")
+        self._sources = dict(sources)
+        self._pending = dict(sources)
+        self._find_compiler = compiler or find_compiler
+        self._compile_lock = threading.Lock()
+        self._library_origin: Dict[str, str] = {}
+        # Libraries a bundle has already (their kernel names are known there): searched last.
+        self._known_elsewhere = frozenset(known_elsewhere)
+
+    def _describe_origin(self) -> str:
+        return f"JIT mode ({len(self._sources)} kernel targets, cache {self._store.root})"
+
+    def _fix_hint(self) -> Optional[str]:
+        return (
+            "JIT mode compiled it for this GPU with the toolchain it found, whose code this "
+            "driver cannot load: use a toolchain matching the driver's CUDA version"
+        )
+
+    def _integrity_fix(self) -> str:
+        return (
+            "it is compiled again on the next run; `python -m gpu_runtime cache clear` "
+            "empties the cache"
+        )
+
+    def _origin_label(self, library: str, kind: str) -> str:
+        return f"{self._library_origin.get(library, 'JIT')} ({kind})"
+
+    def libraries(self) -> List[str]:
+        return sorted(set(self._libraries) | set(self._pending))
+
+    def kernel_names(self) -> List[str]:
+        for name in list(self._pending):
+            self._compile_library(name)
+        return super().kernel_names()
+
+    def _found(self, name: str) -> bool:
+        libs = self._libraries
+        if any(name in lib.kernel_names() for lib in libs.values()):
+            return True
+        return any(
+            ch == "." and name[:i] in libs and name[i + 1 :] in libs[name[:i]].kernel_names()
+            for i, ch in enumerate(name)
+        )
+
+    def _discover(self, name: str, library: Optional[str]) -> None:
+        """Compiles the library named like the kernel (or its "library." prefix) first, then
+        the others in order, only until the name is known: no text search."""
+        if library is not None:
+            self._compile_library(library)
+            return
+        for stem in [name] + [name[:i] for i, ch in enumerate(name) if ch == "."]:
+            self._compile_library(stem)
+        for other in sorted(self._pending, key=lambda n: (n in self._known_elsewhere, n)):
+            if self._found(name):
+                return
+            self._compile_library(other)
+
+    # -- compiling --------------------------------------------------------------------------
+    def _compile_library(self, name: str) -> None:
+        with self._compile_lock:
+            src = self._pending.get(name)
+            if src is None:
+                return
+            capability = self.device.sm  # the driver first: no GPU, no compile
+            compiler = self._find_compiler()
+            if compiler is None:
+                raise CompilerNotFoundError(no_compiler_message(src.target, src.toolchain))
+            key = jit_key(
+                source=src.source,
+                files=src.current_files(),
+                flags=src.flags,
+                capability=capability,
+                fingerprint=compiler.fingerprint(),
+            )
+            t0 = time.perf_counter()
+            entry, compiled = self._entry(src, key, capability, compiler)
+            took = time.perf_counter() - t0
+            self._library_origin[name] = (
+                f"compiled now for {capability} in {took:.2f} s"
+                if compiled
+                else f"JIT cache hit for {capability} ({took * 1e3:.1f} ms)"
+            )
+            log.info("gpu_runtime: %s (%s): %s", name, src.target, self._library_origin[name])
+            self._add(name, src, entry)
+
+    def _entry(
+        self, src: JitSource, key: str, capability: str, compiler: Compiler
+    ) -> Tuple[Entry, bool]:
+        entry = self._store.load(key)
+        if entry is not None:
+            self._store.touch(key)
+            return entry, False
+        with self._store.lock(key):
+            entry = self._store.load(key)  # another process may have compiled it meanwhile
+            if entry is not None:
+                return entry, False
+            staged = self._store.staging(key)
+            out = os.path.join(staged, "out")
+            compiler.compile(
+                ["--source", src.source, "--capability", capability, "--out-dir", out, *src.flags],
+                cwd=src.root,
+                what=f"compiling {src.source} (target {src.target}) for {capability}",
+            )
+            for n in os.listdir(os.path.join(out, capability)):
+                os.rename(os.path.join(out, capability, n), os.path.join(staged, n))
+            os.rmdir(os.path.join(out, capability))
+            os.rmdir(out)
+            info = {"library": src.library, "target": src.target, "capability": capability}
+            entry = self._store.publish(key, staged, info)
+        self._store.prune(cache_bound(), keep=key)
+        return entry, True
+
+    def _add(self, name: str, src: JitSource, entry: Entry) -> None:
+        with manifest_errors():
+            data = build_manifest(
+                "jit",
+                "0.0",
+                [
+                    {
+                        "name": name,
+                        "target": src.target,
+                        "outputs": [
+                            {"toolchain": "jit", "metadata": entry.metadata, "dir": entry.key}
+                        ],
+                    }
+                ],
+            )
+            part = parse_manifest(data, origin=os.path.join(entry.path, "metadata.json"))
+        with self._lock:
+            for lib in part.libraries:
+                self._libraries[lib.name] = lib
+            self._files.update(part.files)
+            del self._pending[name]

@@ -1,0 +1,352 @@
+"""JIT mode with a fake GPU and a fake compiler process (`jit_test_compiler`): what the key
+covers, contention, corruption, eviction, strict mode and bundle fallback. The real compiler
+runs on the H200 in tests/gpu/jit_mode_check.sh."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Dict
+
+import pytest
+
+import gpu_runtime
+
+# noqa: F401 (run as a process: inference needs this)
+from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
+from gpu_runtime.errors import DeviceError, KernelNotFoundError, NoCompatibleVariantError
+from gpu_runtime.jit.cache import JitKernelCache
+from gpu_runtime.jit.compiler import Compiler, CompilerNotFoundError, JitCompileError
+from gpu_runtime.jit.sources import find_jit_sources
+from gpu_runtime.jit.store import ENTRY_FILE, JitStore
+from gpu_spec.jit_index import entry_paths
+
+SAXPY_SRC = "src/python/imaging/kernels/saxpy.py"
+HELPER = "src/python/imaging/kernels/pkg/helpers/h.py"
+SOBEL_SRC = "src/python/imaging/kernels/sobel.cu"
+HEADER = "src/python/imaging/kernels/sub/val.cuh"
+
+
+def write_index(base: str, library: str, source: str, files: Dict[str, bytes], flags=()) -> str:
+    """What the plugin generates for one gpu_kernel under `base` (a sys.path entry)."""
+    import hashlib
+
+    slug = f"src.python.imaging.kernels.{library}"
+    index, files_dir = entry_paths("", slug)
+    root = os.path.join(base, files_dir)
+    for path, content in files.items():
+        full = os.path.join(root, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(content)
+    entry = {
+        "schema": 1,
+        "library": library,
+        "target": f"src/python/imaging/kernels:{library}",
+        "toolchain": "cuda13",
+        "capabilities": ["sm_90"],
+        "source": source,
+        "flags": ["--sys-path", "src/python", *flags],
+        "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()},
+    }
+    with open(os.path.join(base, index), "w") as f:
+        json.dump(entry, f)
+    return root
+
+
+@pytest.fixture
+def index_dir(tmp_path):
+    base = str(tmp_path / "site")
+    write_index(base, "saxpy", SAXPY_SRC, {SAXPY_SRC: b"saxpy v1", HELPER: b"helper v1"})
+    write_index(base, "sobel", SOBEL_SRC, {SOBEL_SRC: b"sobel v1", HEADER: b"val v1"})
+    return base
+
+
+@pytest.fixture
+def compile_log(tmp_path, monkeypatch):
+    log = tmp_path / "compiles.log"
+    monkeypatch.setenv("FAKE_COMPILER_LOG", str(log))
+    return log
+
+
+def fake_compiler() -> Compiler:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    return Compiler(
+        (sys.executable, "-m", "gpu_runtime_testutil.stand_in_compiler"), env, "fake compiler"
+    )
+
+
+def jit_cache(index_dir, tmp_path, backend=None, compiler=fake_compiler) -> JitKernelCache:
+    return JitKernelCache(
+        find_jit_sources([index_dir]),
+        backend or FakeBackend(),
+        store=JitStore(str(tmp_path / "jit")),
+        compiler=compiler,
+    )
+
+
+def compiles(log) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_compiles_on_first_use_then_hits(index_dir, tmp_path, compile_log):
+    cache = jit_cache(index_dir, tmp_path)
+    cache.kernel("saxpy").load()
+    assert compiles(compile_log) == 1
+    assert "compiled now for sm_90" in cache.describe()
+    again = jit_cache(index_dir, tmp_path)
+    again.kernel("saxpy").load()
+    assert compiles(compile_log) == 1
+    assert "JIT cache hit for sm_90" in again.describe()
+    assert again.kernel_names() == ["saxpy.saxpy", "sobel.sobel_magnitude"]
+
+
+def _key_after(index_dir, tmp_path, edit=None, capability=(9, 0), code=None, monkeypatch=None):
+    if edit:
+        path, content = edit
+        root = os.path.join(index_dir, "__gpu_kernels__", f"src.python.imaging.kernels.{path[0]}")
+        with open(os.path.join(root, path[1]), "wb") as f:
+            f.write(content)
+    if code:
+        monkeypatch.setenv("FAKE_COMPILER_CODE", code)
+    cache = jit_cache(index_dir, tmp_path, FakeBackend(capability=capability))
+    cache.kernel("sobel_magnitude" if edit and edit[0][0] == "sobel" else "saxpy").load()
+    return sorted(e.key for e in JitStore(str(tmp_path / "jit")).entries())
+
+
+def test_key_covers_nested_helpers_headers_capability_and_compiler(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    store = JitStore(str(tmp_path / "jit"))
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    jit_cache(index_dir, tmp_path).kernel("sobel_magnitude").load()
+    assert compiles(compile_log) == 2
+    # A helper module in a subpackage and a header in a subdirectory are inputs.
+    _key_after(index_dir, tmp_path, edit=(("saxpy", HELPER), b"helper v2"))
+    _key_after(index_dir, tmp_path, edit=(("sobel", HEADER), b"val v2"))
+    assert compiles(compile_log) == 4
+    _key_after(index_dir, tmp_path, capability=(8, 0))
+    _key_after(index_dir, tmp_path, code="c1", monkeypatch=monkeypatch)
+    assert compiles(compile_log) == 6
+    assert len(store.entries()) == 6
+    # Old entries stay valid: going back to v1 of the helper is a hit again.
+    monkeypatch.delenv("FAKE_COMPILER_CODE")
+    _key_after(index_dir, tmp_path, edit=(("saxpy", HELPER), b"helper v1"))
+    assert compiles(compile_log) == 6
+
+
+def test_key_ignores_mtimes_and_where_the_index_is(index_dir, tmp_path, compile_log):
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    for dirpath, _, names in os.walk(index_dir):
+        for n in names:
+            os.utime(os.path.join(dirpath, n), (1, 1))
+    moved = str(tmp_path / "elsewhere")
+    os.rename(index_dir, moved)
+    cache = jit_cache(moved, tmp_path)
+    cache.kernel("saxpy").load()
+    assert compiles(compile_log) == 1
+
+
+RACER = textwrap.dedent(
+    """
+    import os, sys
+    from gpu_runtime.driver.device import DeviceInfo
+    from gpu_runtime.jit.cache import JitKernelCache
+    from gpu_runtime.jit.compiler import Compiler
+    from gpu_runtime.jit.sources import find_jit_sources
+    from gpu_runtime.jit.store import JitStore
+
+    class Backend:  # the least a kernel load needs
+        def device_info(self):
+            return DeviceInfo(ordinal=0, name="fake", capability=(9, 0), driver_version=(13, 0))
+        def load(self, kind, data, name):
+            return name
+        def get_function(self, obj, entry):
+            return entry
+        def __getattr__(self, name):  # launch_raw, param_info, ...: unused here
+            return lambda *args: None
+
+    compiler = Compiler(
+        (sys.executable, "-m", "gpu_runtime_testutil.stand_in_compiler"), dict(os.environ), "fake"
+    )
+    cache = JitKernelCache(
+        find_jit_sources([sys.argv[1]]), Backend(), store=JitStore(sys.argv[2]),
+        compiler=lambda: compiler,
+    )
+    cache.kernel("saxpy").load()
+    """
+)
+
+
+def test_sixteen_processes_on_an_empty_cache(index_dir, tmp_path, compile_log, monkeypatch):
+    monkeypatch.setenv("FAKE_COMPILER_SLEEP", "0.2")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    for round_ in range(2):
+        store_dir = tmp_path / f"round{round_}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", RACER, index_dir, str(store_dir / "jit")],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            for _ in range(16)
+        ]
+        results = [p.communicate() + (p.returncode,) for p in procs]
+        assert [r[2] for r in results] == [0] * 16, [r[1].decode()[-2000:] for r in results]
+        store = JitStore(str(store_dir / "jit"))
+        assert len(store.entries()) == 1
+        assert not os.listdir(os.path.join(store.root, ".tmp"))
+    assert compiles(compile_log) == 2  # one compile per round: the others waited and hit
+
+
+def _entry_files(tmp_path):
+    (entry,) = JitStore(str(tmp_path / "jit")).entries()
+    return entry.path, sorted(os.listdir(entry.path))
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
+def test_every_corrupt_file_of_an_entry_is_recompiled(
+    index_dir, tmp_path, compile_log, caplog, how
+):
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    path, names = _entry_files(tmp_path)
+    assert ENTRY_FILE in names and "metadata.json" in names and len(names) >= 4
+    for n, name in enumerate(names, start=2):
+        full = os.path.join(_entry_files(tmp_path)[0], name)
+        data = open(full, "rb").read()
+        if how == "delete":
+            os.remove(full)
+        else:
+            with open(full, "wb") as f:
+                f.write(
+                    data[: len(data) // 2] if how == "truncate" else bytes([data[0] ^ 1]) + data[1:]
+                )
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gpu_runtime"):
+            cache = jit_cache(index_dir, tmp_path)
+            cache.kernel("saxpy").load()
+        assert compiles(compile_log) == n, name
+        assert "is corrupt" in caplog.text and "compiling it again" in caplog.text
+        assert "rebuild the bundle" not in caplog.text + cache.describe()
+
+
+def test_lru_eviction_keeps_the_bound(index_dir, tmp_path, compile_log, monkeypatch):
+    store = JitStore(str(tmp_path / "jit"))
+    for cap in ((7, 5), (8, 0), (8, 6), (9, 0)):
+        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy").load()
+    entries = store.entries()
+    assert len(entries) == 4
+    one = max(e.size for e in entries)
+    os.utime(entries[0].path, (10, 10))  # the sm_75 entry: least recently used
+    jit_cache(index_dir, tmp_path, FakeBackend(capability=(7, 5))).kernel(
+        "saxpy"
+    ).load()  # used again
+    monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE_SIZE", str(2 * one + one // 2))
+    jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 9))).kernel("saxpy").load()
+    kept = {e.info["capability"] for e in store.entries()}
+    assert kept == {"sm_75", "sm_89"}  # the two most recently used
+
+
+def test_no_gpu_fails_before_looking_for_a_compiler(index_dir, tmp_path):
+    class NoDriver(FakeBackend):
+        def device_info(self):
+            raise DeviceError("no usable CUDA device (device 0): no CUDA driver")
+
+    cache = jit_cache(index_dir, tmp_path, NoDriver(), compiler=lambda: None)
+    with pytest.raises(DeviceError, match="no CUDA driver"):
+        cache.kernel("saxpy")
+
+
+def test_no_compiler_says_how_to_get_one(index_dir, tmp_path):
+    cache = jit_cache(index_dir, tmp_path, compiler=lambda: None)
+    with pytest.raises(CompilerNotFoundError) as e:
+        cache.kernel("saxpy")
+    text = str(e.value)
+    assert "src/python/imaging/kernels:saxpy" in text
+    assert "GPU_RUNTIME_TOOLCHAIN" in text and "pants export --resolve=cuda13" in text
+
+
+def test_compile_error_writes_nothing(index_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_COMPILER_FAIL", "name 'cuda' is not defined")
+    with pytest.raises(JitCompileError, match=r"saxpy.py:3: error: name 'cuda'"):
+        jit_cache(index_dir, tmp_path).kernel("saxpy")
+    assert JitStore(str(tmp_path / "jit")).entries() == []
+
+
+def _bundle_and_index(tmp_path, index_dir, monkeypatch, caps=("sm_90",)):
+    cache_dir = write_bundle(str(tmp_path / "dist" / "b"), library_specs(["saxpy"], caps=caps))
+    monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE", str(tmp_path / "jit"))
+    return cache_dir
+
+
+def test_strict_bundle_never_compiles(index_dir, tmp_path, compile_log, monkeypatch):
+    cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
+    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
+    strict = gpu_runtime.open_cache(
+        cache_dir, strict=True, kernels_path=[index_dir], backend=FakeBackend()
+    )
+    with pytest.raises(KernelNotFoundError, match="sobel_magnitude"):
+        strict.kernel("sobel_magnitude")
+    old_gpu = FakeBackend(capability=(8, 0))
+    strict = gpu_runtime.open_cache(
+        cache_dir, strict=True, kernels_path=[index_dir], backend=old_gpu
+    )
+    with pytest.raises(NoCompatibleVariantError, match=r"saxpy[\s\S]*sm_80|sm_80[\s\S]*saxpy"):
+        strict.kernel("saxpy").load()
+    monkeypatch.setenv("GPU_RUNTIME_STRICT", "1")
+    env_strict = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    with pytest.raises(KernelNotFoundError):
+        env_strict.kernel("sobel_magnitude")
+    assert compiles(compile_log) == 0
+
+
+def test_bundle_with_a_compiler_fills_its_gaps_when_not_strict(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
+    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache.kernel("saxpy").load()  # in the bundle
+    assert compiles(compile_log) == 0
+    assert "from bundle cubin" in cache.describe()
+    cache.kernel("sobel_magnitude").load()  # not in the bundle: compiled
+    old = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(capability=(8, 0))
+    )
+    old.kernel("saxpy").load()  # no variant for sm_80 in the bundle: compiled
+    assert compiles(compile_log) == 2
+
+
+def test_device_bundle_without_compiler_never_compiles(index_dir, tmp_path, monkeypatch):
+    cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", lambda: None)
+    cache = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(capability=(8, 0))
+    )
+    with pytest.raises(NoCompatibleVariantError):
+        cache.kernel("saxpy").load()
+
+
+def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
+    from gpu_runtime.cli.commands import main
+
+    for cap in ((8, 0), (9, 0)):
+        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy").load()
+    root = str(tmp_path / "jit")
+    assert main(["cache", "list", "--cache-dir", root]) == 0
+    out = capsys.readouterr().out
+    assert "2 entries" in out and "saxpy" in out and "sm_80" in out and "sm_90" in out
+    assert "src/python/imaging/kernels:saxpy" in out
+    assert main(["cache", "prune", "--max-size", "1", "--cache-dir", root]) == 0
+    assert "evicted 2 entries" in capsys.readouterr().out
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    assert main(["cache", "clear", "--cache-dir", root]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert JitStore(root).entries() == []

@@ -1,0 +1,166 @@
+"""Finding the compiler JIT mode runs, and running it exactly as the build step does.
+
+The compiler is `python -m gpu_compiler compile`, the command the plugin's Pants process runs
+(`gpu_build.util_rules.compile_process`), with the same flags, in a working directory that holds
+exactly the
+kernel's input files (so its "nothing outside the inputs" check holds here too). Where it comes
+from, in order:
+1. $GPU_RUNTIME_TOOLCHAIN: a toolchain PEX
+   (`pants package src/python/gpu_compiler:toolchain-cuda13`), or a Python interpreter (or venv
+   directory) that can import gpu_compiler;
+2. this interpreter, when gpu_compiler and numba-cuda are importable here (a checkout run with
+   the exported toolchain venv: `pants export --resolve=cuda13`).
+A device bundle has neither, so it never compiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+from gpu_runtime.errors import GpuRuntimeError
+
+ENV_TOOLCHAIN = "GPU_RUNTIME_TOOLCHAIN"
+
+
+class CompilerNotFoundError(GpuRuntimeError):
+    """JIT mode needs a compiler and none is configured or importable."""
+
+
+class JitCompileError(GpuRuntimeError):
+    """The compiler rejected a kernel source: the message carries its report."""
+
+
+@dataclass
+class Compiler:
+    """A command prefix that accepts `compile ...` and `fingerprint`."""
+
+    command: Tuple[str, ...]
+    env: Mapping[str, str]
+    description: str
+    # The compiler runs this interpreter: ask gpu_compiler for the fingerprint in process (the
+    # same function its CLI prints), saving a process start on every run of the app.
+    in_process: bool = False
+    # A toolchain PEX: its PEX-INFO names every wheel by hash and the code by `code_hash`, so
+    # its sha256 identifies the compiler as well as the fingerprint does, read in a millisecond
+    # instead of starting the 370 MB PEX on every run of the app.
+    pex_info: Optional[bytes] = None
+    _fingerprint: Optional[Dict[str, Any]] = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def fingerprint(self) -> Dict[str, Any]:
+        """{"toolchain": versions, "code": sha256 of the compiler's code}, asked once."""
+        with self._lock:
+            if self._fingerprint is None and self.pex_info is not None:
+                self._fingerprint = {"toolchain_pex": hashlib.sha256(self.pex_info).hexdigest()}
+            if self._fingerprint is None and self.in_process:
+                from gpu_compiler.fingerprint import fingerprint  # pants: no-infer-dep
+
+                self._fingerprint = fingerprint()
+            if self._fingerprint is None:
+                out = self._run(["fingerprint"], cwd=None)
+                try:
+                    self._fingerprint = json.loads(out.stdout)
+                except ValueError as e:
+                    raise GpuRuntimeError(
+                        f"JIT mode: {self.description} printed no fingerprint JSON: {e}"
+                    ) from e
+            return self._fingerprint
+
+    def compile(self, argv: Sequence[str], cwd: str, what: str) -> str:
+        """Runs `compile <argv>` in `cwd`; returns its stderr (warnings) or raises."""
+        return self._run(["compile", *argv], cwd=cwd, what=what).stderr
+
+    def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
+        try:
+            proc = subprocess.run(
+                [*self.command, *args],
+                cwd=cwd,
+                env=dict(self.env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                universal_newlines=True,
+            )
+        except OSError as e:
+            raise CompilerNotFoundError(
+                f"JIT mode: cannot run {self.description}: {e.strerror or e}"
+            ) from e
+        if proc.returncode != 0:
+            raise JitCompileError(
+                f"JIT mode: {what or ' '.join(args)} failed (exit {proc.returncode}, "
+                f"{self.description}):\n{proc.stderr.strip()}"
+            )
+        return proc
+
+
+def _importable_here() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("gpu_compiler", "numba"))
+
+
+def _pex_info(path: str) -> Optional[bytes]:
+    """PEX-INFO of a PEX file or directory, or None if `path` is no PEX."""
+    try:
+        if os.path.isdir(path):
+            with open(os.path.join(path, "PEX-INFO"), "rb") as f:
+                return f.read()
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                return z.read("PEX-INFO")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    return None
+
+
+def compiler_from(value: str, environ: Mapping[str, str]) -> Compiler:
+    """The compiler $GPU_RUNTIME_TOOLCHAIN names: a PEX, an interpreter or a venv directory."""
+    path = os.path.abspath(value)
+    env = dict(environ)
+    pex_info = _pex_info(path)
+    if pex_info is not None:
+        env["PEX_MODULE"] = "gpu_compiler"
+        command: Tuple[str, ...] = (path,) if os.path.isfile(path) else (sys.executable, path)
+        return Compiler(
+            command, env, f"the toolchain PEX {path} (${ENV_TOOLCHAIN})", pex_info=pex_info
+        )
+    python = os.path.join(path, "bin", "python") if os.path.isdir(path) else path
+    if not os.access(python, os.X_OK):
+        raise CompilerNotFoundError(
+            f"${ENV_TOOLCHAIN}={value} is neither a toolchain PEX nor a Python interpreter or "
+            f"venv; build one with `pants package src/python/gpu_compiler:toolchain-cuda13`"
+        )
+    return Compiler((python, "-m", "gpu_compiler"), env, f"{python} (${ENV_TOOLCHAIN})")
+
+
+def find_compiler(environ: Optional[Mapping[str, str]] = None) -> Optional[Compiler]:
+    """The configured or importable compiler, or None (cheap: nothing is run or imported)."""
+    env = os.environ if environ is None else environ
+    if env.get(ENV_TOOLCHAIN):
+        return compiler_from(env[ENV_TOOLCHAIN], env)
+    if _importable_here():
+        child = dict(env)
+        child["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+        return Compiler(
+            (sys.executable, "-m", "gpu_compiler"), child, sys.executable, in_process=True
+        )
+    return None
+
+
+def no_compiler_message(target: str, toolchain: str) -> str:
+    return (
+        f"JIT mode needs a compiler for {target} and none was found: gpu_compiler and "
+        f"numba-cuda are not importable here and ${ENV_TOOLCHAIN} is not set. Either\n"
+        f"  - build the toolchain PEX and name it: `pants package "
+        f"src/python/gpu_compiler:toolchain-{toolchain}`, then "
+        f"{ENV_TOOLCHAIN}=$PWD/dist/src.python.gpu_compiler/toolchain-{toolchain}.pex; or\n"
+        f"  - run with the toolchain venv: `pants export --resolve={toolchain}` and its "
+        f"bin/python with PYTHONPATH=src/python:src/spec; or\n"
+        f"  - use a device bundle (`pants package`), which needs no compiler."
+    )

@@ -1,0 +1,44 @@
+"""Where JIT mode's compiler comes from ($GPU_RUNTIME_TOOLCHAIN, this interpreter, neither)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import zipfile
+
+import pytest
+
+from gpu_runtime.jit.compiler import CompilerNotFoundError, compiler_from, find_compiler
+
+
+def test_a_toolchain_pex_is_identified_by_its_pex_info(tmp_path) -> None:
+    pex = tmp_path / "toolchain.pex"
+    with zipfile.ZipFile(pex, "w") as z:
+        z.writestr("PEX-INFO", b'{"code_hash": "c1", "distributions": {"numba": "d1"}}')
+        z.writestr("__main__.py", "raise SystemExit('must not run for a fingerprint')")
+    compiler = compiler_from(str(pex), {})
+    assert compiler.command == (str(pex),) and compiler.env["PEX_MODULE"] == "gpu_compiler"
+    expected = hashlib.sha256(b'{"code_hash": "c1", "distributions": {"numba": "d1"}}')
+    assert compiler.fingerprint() == {"toolchain_pex": expected.hexdigest()}
+
+
+def test_an_interpreter_or_venv_runs_gpu_compiler_as_a_module(tmp_path) -> None:
+    assert compiler_from(sys.executable, {}).command == (sys.executable, "-m", "gpu_compiler")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert compiler_from(str(venv), {}).command[0] == str(venv / "bin" / "python")
+
+
+def test_something_else_is_refused_with_the_fix(tmp_path) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("x")
+    with pytest.raises(CompilerNotFoundError, match="toolchain-cuda13"):
+        compiler_from(str(junk), {})
+
+
+def test_the_variable_wins_and_nothing_is_run_to_find_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("gpu_runtime.jit.compiler._importable_here", lambda: False)
+    assert find_compiler({}) is None
+    compiler = find_compiler({"GPU_RUNTIME_TOOLCHAIN": sys.executable})
+    assert compiler is not None and compiler.command[0] == sys.executable

@@ -1,0 +1,118 @@
+"""The "c" ABI (CUDA C++ compiled by NVRTC): one value per PTX `.param`, by the parameter's type.
+
+64-bit integer parameters take device pointers (anything with `__cuda_array_interface__`, or an
+object with an integer `.handle`/`.ptr`, e.g. a cuda.core Buffer) or integers; narrower integer
+parameters take integers of either signedness (NVRTC declares `int` as `.u32`); floating
+parameters take numbers; byte-array parameters (`.align A .b8 name[N]`, e.g. a struct by value)
+take a numpy scalar or `bytes` of N bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from gpu_runtime.errors import DispatchError
+from gpu_runtime.launch.arrays import array_view, describe_value, is_host_array
+from gpu_runtime.launch.params import (
+    PackedArgs,
+    PackedValue,
+    ParamType,
+    build_image,
+    parse_param_type,
+)
+from gpu_runtime.launch.scalars import float16_bits, to_float, to_int, unwrap_0d
+from gpu_spec.manifest.model import KernelSpec
+
+
+def device_pointer(value: Any) -> Optional[int]:
+    """The device address of a device array / buffer, or None if `value` is not one."""
+    view = array_view(value)
+    if view is not None:
+        return view.ptr
+    for attr in ("handle", "ptr"):
+        h = getattr(value, attr, None)
+        if h is None or isinstance(value, (int, float, np.generic)):
+            continue
+        try:
+            return int(h)  # int, or a cuda.bindings CUdeviceptr (whose int() is the address)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def c_param_value(ptext: str, value: Any, what: str) -> PackedValue:
+    """The typed value of one argument for the PTX parameter `ptext`."""
+    pt = parse_param_type(ptext)
+    value = unwrap_0d(value)
+    if pt.is_array:
+        return (pt.name, _struct_bytes(pt, ptext, value, what))
+    if pt.kind == "f":
+        if pt.bits == 16:
+            if isinstance(value, np.float16):
+                return (pt.name, int(value.view(np.uint16)))
+            return (pt.name, float16_bits(to_float(value, what)))
+        v = to_float(value, what)
+        return (pt.name, float(np.float32(v)) if pt.bits == 32 else v)
+    return (pt.name, _integer_value(pt, ptext, value, what))
+
+
+def _struct_bytes(pt: ParamType, ptext: str, value: Any, what: str) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    elif isinstance(value, np.generic):
+        data = value.tobytes()
+    elif isinstance(value, float) and pt.size == 2:
+        data = np.float16(value).tobytes()
+    elif isinstance(value, complex) and pt.size in (8, 16):
+        data = (np.complex64(value) if pt.size == 8 else np.complex128(value)).tobytes()
+    else:
+        raise DispatchError(
+            f"{what}: {ptext} takes a numpy scalar or bytes of {pt.size} bytes, "
+            f"got {describe_value(value)}"
+        )
+    if len(data) != pt.size:
+        raise DispatchError(f"{what}: {ptext} takes {pt.size} bytes, got {len(data)}")
+    return data
+
+
+def _integer_value(pt: ParamType, ptext: str, value: Any, what: str) -> int:
+    """u/s/b parameters: a 64-bit one may take a device pointer; either signedness fits."""
+    if pt.bits == 64 and not isinstance(value, (int, np.integer)):
+        ptr = device_pointer(value)
+        if ptr is not None:
+            return ptr
+        if is_host_array(value):
+            raise DispatchError(
+                f"{what}: got a host (numpy) array where a device pointer is "
+                f"expected; use gpu_runtime.DeviceArray.from_numpy(a)"
+            )
+    v = to_int(value, what)
+    lo, hi = -(1 << (pt.bits - 1)), (1 << pt.bits) - 1
+    if not lo <= v <= hi:
+        raise DispatchError(f"{what}: {v} does not fit in {pt.bits} bits ({ptext})")
+    mask = (1 << pt.bits) - 1
+    if pt.kind == "s":
+        v &= mask
+        if v >= 1 << (pt.bits - 1):
+            v -= 1 << pt.bits
+        return v
+    return v & mask
+
+
+def pack_c_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:
+    params = kernel.params
+    if params is None:
+        raise DispatchError(
+            f"kernel {kernel.name} has no recorded PTX parameter types; cannot pack "
+            f"its arguments (rebuild the bundle with a current gpu_compiler)"
+        )
+    if len(args) != len(params):
+        raise DispatchError(f"{kernel.describe()} takes {len(params)} arguments, got {len(args)}")
+    return build_image(
+        [
+            c_param_value(p, v, f"argument {i} of {kernel.name} ({p})")
+            for i, (p, v) in enumerate(zip(params, args))
+        ]
+    )

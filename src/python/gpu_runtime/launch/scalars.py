@@ -1,0 +1,62 @@
+"""Python and numpy numbers as kernel scalars: checked conversions both ABIs and dispatch share.
+
+Each conversion refuses what the kernel could not mean (a float for an integer parameter, a
+string anywhere) with a `DispatchError` naming the argument, instead of letting `struct` or
+numpy coerce it silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from gpu_runtime.errors import DispatchError
+from gpu_runtime.launch.arrays import describe_value
+
+INT_RANGES: Dict[str, Tuple[int, int]] = {
+    f"{p}{b}": ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if p == "int" else (0, (1 << b) - 1))
+    for p in ("int", "uint")
+    for b in (8, 16, 32, 64)
+}
+
+_REALS = (bool, np.bool_, int, float, np.integer, np.floating)
+_NUMBERS = _REALS + (complex, np.complexfloating)
+
+
+def scalar_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a signature's scalar type name ("bool" and numba's "boolean" too)."""
+    try:
+        return np.dtype("bool" if name in ("bool", "boolean", "bool_") else name)
+    except TypeError:
+        raise DispatchError(f"unsupported scalar type {name!r} in kernel signature") from None
+
+
+def to_int(value: Any, what: str) -> int:
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return int(value)
+    raise DispatchError(f"{what}: expected an integer, got {describe_value(value)} {value!r}")
+
+
+def to_float(value: Any, what: str) -> float:
+    if isinstance(value, _REALS):
+        return float(value)
+    raise DispatchError(f"{what}: expected a real number, got {describe_value(value)} {value!r}")
+
+
+def to_complex(value: Any, what: str) -> complex:
+    if isinstance(value, _NUMBERS):
+        return complex(value)
+    raise DispatchError(f"{what}: expected a number, got {describe_value(value)} {value!r}")
+
+
+def float16_bits(value: float) -> int:
+    """The 16 bits of `value` as IEEE half precision (how both ABIs pass a float16)."""
+    return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def unwrap_0d(value: Any) -> Any:
+    """A 0-d numpy array stands for its scalar."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value

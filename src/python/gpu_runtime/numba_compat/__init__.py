@@ -1,0 +1,1 @@
+"""What numba-cuda apps use beside their kernels, without numba: xoroshiro128+ RNG states."""
