@@ -399,6 +399,27 @@ class DeployBundleArchiveField(StringField):
     )
 
 
+class DeployBundleInitCudaAtStartField(BoolField):
+    alias = "init_cuda_at_start"
+    default = True
+    help = help_text(
+        """
+        Whether the bundle's launcher (`<bundle>/app`, written for a `pex_binary` with
+        `execution_mode="venv"`) starts CUDA before the app's first line: a thread calls cuInit
+        and retains device 0's primary context, which is what gpu_runtime's first use does, so
+        that the driver's set-up (about 0.25 s on an H200) runs while the app imports numpy and
+        gpu_runtime instead of after. `app.pex` run by `python3` is not affected.
+
+        Set it to `False` for an app that forks processes which use the GPU (the "fork" start
+        method of `multiprocessing`, the default on Linux before Python 3.14): a child forked
+        from a process where CUDA is initialised cannot use CUDA, and gpu_runtime's error in
+        the child says so. Also for an app that chooses its GPU by setting
+        `CUDA_VISIBLE_DEVICES` in its own code, or that uses another device than 0. On the
+        device, `GPU_BUNDLE_INIT_CUDA=0` (or `1`) overrides this field for one run.
+        """
+    )
+
+
 class DeployBundleOutputPathField(OutputPathField):
     help = help_text(
         f"""
@@ -446,6 +467,7 @@ class DeployBundleTarget(Target):
         DeployBundleDriverVersionField,
         DeployBundleCompletePlatformsField,
         DeployBundleArchiveField,
+        DeployBundleInitCudaAtStartField,
         DeployBundleOutputPathField,
         DeployBundleDestinationField,
         DeployBundleSshPortField,

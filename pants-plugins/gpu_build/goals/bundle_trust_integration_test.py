@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -95,7 +96,11 @@ def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None
     assert sig["key_id"] == hashlib.sha256(bytes.fromhex(checkout.public_hex)).hexdigest()[:16]
     app = bundle / "app.pex"
     listed = json.loads(manifest.read_text())["bundle_files"]
-    assert listed == {"app.pex": hashlib.sha256(app.read_bytes()).hexdigest()}
+    launcher = bundle / "app"
+    assert listed == {
+        "app.pex": hashlib.sha256(app.read_bytes()).hexdigest(),
+        "app": hashlib.sha256(launcher.read_bytes()).hexdigest(),
+    }
     with zipfile.ZipFile(app) as zf:
         pex_info = json.loads(zf.read("PEX-INFO"))
         assert any(n.startswith(".deps/cryptography-") for n in zf.namelist())
@@ -158,7 +163,9 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
         assert sent, first.stdout
         total = sum(1 for p in (dest / "current").rglob("*") if p.is_file())
-        assert int(sent.group(1)) == total == 17  # app.pex, 14 kernel files, manifest, sig
+        # app.pex, its launcher, 14 kernel files, the manifest and its signature
+        assert int(sent.group(1)) == total == 18
+        assert os.access(dest / "current" / "app", os.X_OK)  # the launcher stays executable
         saxpy.write_text(original.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))
         second = run_pants(
             checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None
@@ -168,13 +175,15 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files", out)
         assert sent, out
         # Exactly the files whose bytes changed went: saxpy's PTX and cubin, the manifest and its
-        # signature (and app.pex when the app carries the kernel sources); nothing of the others.
+        # signature (and app.pex when the app carries the kernel sources, and so its launcher,
+        # which names the PEX's sha256); nothing of the others.
         old, new = tree(dest / "previous"), tree(dest / "current")
         changed = sorted(p for p in new if old.get(p) != new[p])
         assert int(sent.group(1)) == len(changed), (changed, out)
         saxpy_files = [p for p in changed if p.startswith("cache/saxpy/")]
         assert len(saxpy_files) == 2, changed
         assert set(changed) - set(saxpy_files) <= {
+            "app",
             "cache/manifest.json",
             "cache/manifest.json.sig",
             "app.pex",

@@ -9,8 +9,10 @@
 
 ``--capability`` is repeatable and takes comma-separated lists (``sm_87,sm_90``):
 one process compiles the source for all of them, so numba's import and NVVM
-set-up are paid once (numba's naming counters are reset for each compile, so
-the bytes are those of one process per capability).
+set-up are paid once, and a numba kernel is typed and lowered once for all of
+them (``gpu_compiler.numba.shared_lowering``). The bytes are those of one
+process per capability: numba's naming counters are reset for each compile, and
+linked libraries reach NVVM in a stable order (``gpu_compiler.numba.link_order``).
 
 On success OUT holds ``<capability>/<module>.ptx``, ``<capability>/<module>.cubin``
 per module and ``<capability>/metadata.json`` for each capability; exit status 0.
@@ -32,6 +34,7 @@ JIT mode puts it in each cache key (``gpu_runtime.jit.key``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -154,6 +157,7 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         compile_source,
         write_outputs_by_capability,
     )
+    from gpu_compiler.numba.shared_lowering import shared_lowering
 
     try:
         capabilities = capabilities_of(args.capability)
@@ -171,12 +175,15 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     )
     results: Dict[str, CompileResult] = {}
     failures: List[Tuple[str, str]] = []
-    # Every capability is tried, so the report names all that fail, not only the first.
-    for capability in capabilities:
-        try:
-            results[capability] = compile_source(args.source, capability, options)
-        except CompileError as e:
-            failures.append((capability, str(e)))
+    # Every capability is tried, so the report names all that fail, not only the first. With
+    # several, a numba kernel is lowered once for all (gpu_compiler.numba.shared_lowering).
+    batch = shared_lowering() if len(capabilities) > 1 else contextlib.nullcontext()
+    with batch:
+        for capability in capabilities:
+            try:
+                results[capability] = compile_source(args.source, capability, options)
+            except CompileError as e:
+                failures.append((capability, str(e)))
     if failures:
         for report in grouped_failures(failures):
             sys.stderr.write("%s\n" % (report,))

@@ -61,11 +61,12 @@ def _make_sandbox(root: str) -> str:
         os.path.join(root, "src", "spec", "gpu_spec"),
         ignore=shutil.ignore_patterns("__pycache__", "*_test.py", "conftest.py"),
     )
-    shutil.copytree(
-        os.path.join(SRC_ROOT, "imaging", "kernels"),
-        os.path.join(dst, "imaging", "kernels"),
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for package in ("imaging", "numba_docs"):
+        shutil.copytree(
+            os.path.join(SRC_ROOT, package, "kernels"),
+            os.path.join(dst, package, "kernels"),
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     return root
 
 
@@ -127,6 +128,11 @@ ALL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")
 BATCHED = [
     ["--source", "src/python/imaging/kernels/blur.py", "--sys-path", "src/python"],
     ["--source", "src/python/imaging/kernels/histogram.py", "--sys-path", "src/python"],
+    ["--source", "src/python/imaging/kernels/saxpy.py", "--sys-path", "src/python", "--lineinfo"],
+    # numba.cuda.random's device functions (several linked libraries), grid sync, linked C++
+    ["--source", "src/python/numba_docs/kernels/montecarlo.py", "--sys-path", "src/python"],
+    ["--source", "src/python/numba_docs/kernels/cg.py", "--sys-path", "src/python"],
+    ["--source", "src/python/numba_docs/kernels/ffi.py", "--sys-path", "src/python"],
     [
         "--source", "src/python/imaging/kernels/matmul.cu",
         "--name-expression", "matmul<float, 16>", "--name-expression", "matmul<double, 16>",
@@ -137,8 +143,10 @@ BATCHED = [
 
 @pytest.mark.parametrize("args", BATCHED, ids=lambda a: os.path.basename(a[1]))
 def test_one_process_for_all_capabilities_gives_the_bytes_of_one_process_each(tmp_path, args):
-    """numba's per-process naming counters are reset per compile: the 2nd..4th capability of a
-    process come out as they would from a fresh process."""
+    """The 2nd..4th capability of a process come out as they would from a fresh process:
+    numba's per-process naming counters are reset per compile, a numba kernel is lowered once
+    for all (gpu_compiler.numba.shared_lowering) and its linked libraries reach NVVM in a
+    stable order (gpu_compiler.numba.link_order)."""
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(
         sandbox, "compile", "--out-dir", "all", *args,

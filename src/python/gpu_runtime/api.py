@@ -35,9 +35,6 @@ def open_cache(
     lacks fails. `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
     `backend` replaces the CUDA backend (tests use a fake one).
     """
-    from gpu_runtime.jit.cache import JitKernelCache
-    from gpu_runtime.jit.sources import find_jit_sources
-
     if backend is None:
         from gpu_runtime.driver.device import CudaBackend
 
@@ -49,19 +46,24 @@ def open_cache(
         # A device bundle has no compiler: then nothing is ever compiled, strict or not, and
         # its start-up does not even read the kernel index.
         fallback = not strict and find_compiler() is not None
-        sources = find_jit_sources(kernels_path) if fallback else {}
-        jit = (
-            JitKernelCache(
-                sources,
-                backend,
-                prefer=prefer,
-                known_elsewhere=[lib.name for lib in manifest.libraries],
-            )
-            if sources
-            else None
-        )
+        sources = _jit_sources(kernels_path) if fallback else {}
+        jit = None
+        if sources:  # JIT mode's cache, imported only where a kernel may be compiled
+            from gpu_runtime.jit.cache import JitKernelCache
+
+            known = [lib.name for lib in manifest.libraries]
+            jit = JitKernelCache(sources, backend, prefer=prefer, known_elsewhere=known)
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
-    sources = {} if strict else find_jit_sources(kernels_path)
+    sources = {} if strict else _jit_sources(kernels_path)
     if sources:
+        from gpu_runtime.jit.cache import JitKernelCache
+
         return JitKernelCache(sources, backend, prefer=prefer)
     raise CacheNotFoundError(not_found_message(strict=strict))
+
+
+def _jit_sources(kernels_path: Optional[Sequence[str]]) -> Mapping[str, Any]:
+    """JIT mode's kernel index on `kernels_path` (imported here: a device bundle never needs it)."""
+    from gpu_runtime.jit.sources import find_jit_sources
+
+    return find_jit_sources(kernels_path)

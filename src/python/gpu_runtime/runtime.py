@@ -7,7 +7,6 @@ device once per library; loading (`gpu_runtime.bundle.loader`) happens on a kern
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -19,12 +18,12 @@ from gpu_runtime.bundle.lookup import no_library, not_found, qualified_names, re
 from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
 from gpu_runtime.kernel import Kernel
+from gpu_runtime.logs import log
 from gpu_spec.manifest.model import KernelSpec, Library, Manifest, ModuleSpec
 from gpu_spec.versions import parse_version
 
 __all__ = ["ENV_PREFER", "Kernel", "KernelCache"]
 
-log = logging.getLogger("gpu_runtime")
 
 ENV_PREFER = "GPU_RUNTIME_PREFER"
 

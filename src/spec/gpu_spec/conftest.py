@@ -133,6 +133,25 @@ MATMUL = [
     )
 ]
 
+# matmul.cu as the example's BUILD compiles it: with matmul_ld, BLAS's shape (10 arguments).
+MATMUL_WITH_LD = [
+    (
+        "matmul",
+        MATMUL[0][1]
+        + [
+            _kernel(
+                f"matmul_ld<{t}, 16>",
+                f"_Z9matmul_ldI{c}Li16EEvPKT_iS2_iPS0_iiiiS0_",
+                None,
+                "c",
+                None,
+                ["u64", "u32", "u64", "u32", "u64", "u32", "u32", "u32", "u32", f],
+            )
+            for t, c, f in (("float", "f", "f32"), ("double", "d", "f64"))
+        ],
+    )
+]
+
 SOBEL = [
     (
         "sobel",

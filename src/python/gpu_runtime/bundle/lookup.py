@@ -8,7 +8,6 @@ spellings to use instead.
 
 from __future__ import annotations
 
-import difflib
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import KernelNotFoundError
@@ -71,6 +70,8 @@ def resolve_name(
 
 def not_found(name: str, every: List[str], origin: str) -> KernelNotFoundError:
     """No kernel `name` among `every` ("library.kernel"): name close matches and all of them."""
+    import difflib  # only for the error: 1 ms of every start-up otherwise
+
     close = difflib.get_close_matches(name, every + [n.split(".", 1)[1] for n in every], n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return KernelNotFoundError(

@@ -7,17 +7,15 @@ bundle with modules whose files are all gone is refused as incomplete
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Iterable, Mapping, Optional, Tuple
 
 from gpu_runtime.bundle.completeness import check_complete
 from gpu_runtime.bundle.trust import check_trust, trusted_keys
 from gpu_runtime.errors import ManifestError, manifest_errors
+from gpu_runtime.logs import log
 from gpu_spec.manifest.model import MANIFEST_NAME, Manifest
 from gpu_spec.manifest.parse import loads_manifest
-
-log = logging.getLogger("gpu_runtime")
 
 
 def read_manifest_bytes(root: str) -> bytes:

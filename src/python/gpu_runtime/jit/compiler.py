@@ -19,10 +19,8 @@ import hashlib
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import threading
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -81,6 +79,8 @@ class Compiler:
 
     def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
         try:
+            import subprocess  # here: a device app with a bundle imports this module for nothing
+
             proc = subprocess.run(
                 [*self.command, *args],
                 cwd=cwd,
@@ -107,6 +107,8 @@ def _importable_here() -> bool:
 
 def _pex_info(path: str) -> Optional[bytes]:
     """PEX-INFO of a PEX file or directory, or None if `path` is no PEX."""
+    import zipfile  # here: only a toolchain PEX needs it
+
     try:
         if os.path.isdir(path):
             with open(os.path.join(path, "PEX-INFO"), "rb") as f:
