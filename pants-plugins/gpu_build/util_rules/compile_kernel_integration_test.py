@@ -72,9 +72,12 @@ COMPILER = "src/python/gpu_compiler"
 SPEC = "src/spec/gpu_spec"
 # The first-party code of the toolchain PEX, as targets of the RuleRunner's build root.
 CODE_TARGET = 'resolve="cuda13", interpreter_constraints=["CPython>=3.11,<3.13"]'
+CODE_SOURCES = 'sources=["**/*.py"]'  # the package and its subpackages, one target each
 CODE_BUILD_FILES = {
-    f"{COMPILER}/BUILD": f'python_sources(name="compiler", {CODE_TARGET}, dependencies=["{SPEC}"])',
-    f"{SPEC}/BUILD": f"python_sources({CODE_TARGET})",
+    f"{COMPILER}/BUILD": (
+        f'python_sources(name="compiler", {CODE_SOURCES}, {CODE_TARGET}, dependencies=["{SPEC}"])'
+    ),
+    f"{SPEC}/BUILD": f"python_sources({CODE_SOURCES}, {CODE_TARGET})",
 }
 
 
