@@ -22,7 +22,13 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
-from gpu_spec.capabilities import min_ptx_isa, parse_capability, sort_capabilities
+from gpu_spec.capabilities import (
+    MAX_REGISTERS_PER_THREAD,
+    check_max_registers,
+    min_ptx_isa,
+    parse_capability,
+    sort_capabilities,
+)
 from gpu_spec.errors import SpecError
 from gpu_spec.versions import is_version, parse_version
 
@@ -118,7 +124,24 @@ class GpuKernelLineInfoField(BoolField):
 class GpuKernelMaxRegistersField(IntField):
     alias = "max_registers"
     valid_numbers = ValidNumbers.positive_only
-    help = "Cap the registers per thread (NVRTC `--maxrregcount`, nvJitLink `-maxrregcount`)."
+    help = help_text(
+        f"""
+        Cap the registers per thread (NVRTC `--maxrregcount`, nvJitLink `-maxrregcount`), from
+        1 to {MAX_REGISTERS_PER_THREAD} (what a thread can have on every supported GPU).
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[int], address: Address) -> Optional[int]:
+        value = super().compute_value(raw_value, address)
+        if value is not None:
+            try:
+                check_max_registers(value)
+            except SpecError as e:
+                raise InvalidFieldException(
+                    f"The `{cls.alias}` field in target {address}: {e}."
+                ) from None
+        return value
 
 
 class GpuKernelDefinesField(StringSequenceField):

@@ -263,6 +263,14 @@ def test_max_registers_positive(rule_runner: RuleRunner) -> None:
         kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=0)')
 
 
+def test_max_registers_at_most_what_a_thread_can_have(rule_runner: RuleRunner) -> None:
+    with pytest.raises(ExecutionError) as e:
+        kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=100000)')
+    message = error_message(e)
+    assert "src:k" in message and "max_registers=100000" in message and "1 to 255" in message
+    assert kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=255)')
+
+
 # -----------------------------------------------------------------------------------------------
 # deploy_bundle
 

@@ -41,17 +41,20 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
+from gpu_spec.capabilities import check_max_registers
 from gpu_spec.compile_report import failure_line
+from gpu_spec.errors import SpecError
 
 
-def _positive_int(text: str) -> int:
+def _max_registers(text: str) -> int:
     try:
-        v = int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,)) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,))
-    return v
+    try:
+        return check_max_registers(value)
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--fast-math", action="store_true")
     c.add_argument("--lineinfo", action="store_true")
-    c.add_argument("--max-registers", type=_positive_int, default=None, metavar="N")
+    c.add_argument("--max-registers", type=_max_registers, default=None, metavar="N")
     c.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help=".cu only")
     c.add_argument("--include-dir", action="append", default=[], metavar="DIR", help=".cu only")
     c.add_argument(

@@ -14,7 +14,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from gpu_runtime.bundle.completeness import select_unless_incomplete
 from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
 from gpu_runtime.bundle.loader import ModuleLoader, variants_on_disk
-from gpu_runtime.bundle.lookup import no_library, not_found, qualified_names, resolve_name
+from gpu_runtime.bundle.lookup import (
+    check_name,
+    no_library,
+    not_found,
+    qualified_names,
+    resolve_name,
+)
 from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
 from gpu_runtime.kernel import Kernel
@@ -105,6 +111,7 @@ class KernelCache:
 
     def library(self, name: str) -> Library:
         """The manifest entry of library `name` (in JIT mode: once compiled)."""
+        check_name(name, "library")
         self._discover(name, name)
         try:
             return self._libraries[name]
@@ -125,6 +132,9 @@ class KernelCache:
     # -- lookup -----------------------------------------------------------------------------
     def kernel(self, name: str, library: Optional[str] = None) -> Kernel:
         """The kernel called `name` ("saxpy", or "library.kernel" when names collide)."""
+        check_name(name)
+        if library is not None:
+            check_name(library, "library")
         if self._jit is not None:
             return self._kernel_or_compiled(name, library)
         return self._own_kernel(name, library)

@@ -376,3 +376,14 @@ def test_removed_cubins_and_ptx_give_the_clear_error(bundle):
         os.remove(path)
     with pytest.raises(gpu_runtime.IntegrityError, match="4 of 24 files missing"):
         gpu_runtime.open_cache(bundle, backend=FakeBackend()).kernel("saxpy").load()
+
+
+@pytest.mark.parametrize("bad", [None, "", b"saxpy", 3, print])
+def test_a_name_that_is_not_a_string_is_refused_in_one_line(cache, bad):
+    with pytest.raises(KernelNotFoundError, match="must be a non-empty string") as e:
+        cache.kernel(bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(KernelNotFoundError, match="library name must be a non-empty string"):
+        cache.kernel("saxpy", library=bad if bad is not None else 0)
+    with pytest.raises(KernelNotFoundError, match="library name must be a non-empty string"):
+        cache.library(bad)

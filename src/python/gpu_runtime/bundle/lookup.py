@@ -23,6 +23,16 @@ def qualified_names(libraries: Mapping[str, Library]) -> List[str]:
     ]
 
 
+def check_name(name: object, what: str = "kernel") -> None:
+    """A kernel or library name must be a non-empty string: anything else (None, bytes, a
+    function object) is refused here, in one line, instead of failing inside a lookup."""
+    if not isinstance(name, str) or not name:
+        example = "'saxpy' or 'library.saxpy'" if what == "kernel" else "'saxpy'"
+        raise KernelNotFoundError(
+            f"a {what} name must be a non-empty string such as {example}, got {name!r}"
+        )
+
+
 def no_library(name: str, listed: Sequence[str], origin: str) -> KernelNotFoundError:
     return KernelNotFoundError(
         f"no library {name!r} in {origin}; libraries: {', '.join(listed) or 'none'}"

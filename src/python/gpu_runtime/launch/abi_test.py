@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -380,3 +381,25 @@ def test_cai_edge_cases():
     assert array_view(object()) is None
     with pytest.raises(DispatchError, match="non-native byte order"):
         array_view(FakeDeviceArray((3,), np.dtype(">f4")))
+
+
+@pytest.mark.parametrize("dtype, value", [("float32", 1e39), ("float16", 70000.0)])
+def test_a_finite_float_beyond_a_narrow_type_is_refused_not_sent_as_inf(dtype, value):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning either
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_numba_args(numba_kernel([S(dtype)]), [value])
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_numba_args(numba_kernel([S(dtype)]), [np.float64(value)])
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_c_args(c_kernel(["f32" if dtype == "float32" else "f16"]), [value])
+    with pytest.raises(DispatchError, match="imaginary part.*does not fit float32"):
+        pack_numba_args(numba_kernel([S("complex64")]), [complex(1, 1e39)])
+
+
+def test_inf_nan_and_the_largest_float32_still_pass():
+    big = float(np.finfo(np.float32).max)
+    p = pack_c_args(c_kernel(["f32", "f32", "f32"]), [float("inf"), big, -big])
+    assert p.image == struct.pack("<fff", float("inf"), big, -big)
+    p = pack_numba_args(numba_kernel([S("float32")]), [float("nan")])
+    assert np.isnan(struct.unpack("<f", p.image)[0])

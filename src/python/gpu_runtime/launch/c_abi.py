@@ -22,7 +22,7 @@ from gpu_runtime.launch.params import (
     build_image,
     parse_param_type,
 )
-from gpu_runtime.launch.scalars import float16_bits, to_float, to_int, unwrap_0d
+from gpu_runtime.launch.scalars import float16_bits, to_int, to_narrow_float, unwrap_0d
 from gpu_spec.manifest.model import KernelSpec
 
 
@@ -52,9 +52,8 @@ def c_param_value(ptext: str, value: Any, what: str) -> PackedValue:
         if pt.bits == 16:
             if isinstance(value, np.float16):
                 return (pt.name, int(value.view(np.uint16)))
-            return (pt.name, float16_bits(to_float(value, what)))
-        v = to_float(value, what)
-        return (pt.name, float(np.float32(v)) if pt.bits == 32 else v)
+            return (pt.name, float16_bits(to_narrow_float(value, 16, what)))
+        return (pt.name, to_narrow_float(value, pt.bits, what))
     return (pt.name, _integer_value(pt, ptext, value, what))
 
 

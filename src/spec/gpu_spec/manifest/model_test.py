@@ -107,6 +107,8 @@ def _broken(mutate):
     [
         (lambda d: d.update(schema=2), "schema 2 is newer than this gpu_runtime"),
         (lambda d: d.update(schema="1"), "unsupported manifest schema"),
+        (lambda d: d.update(schema=True), "unsupported manifest schema true"),
+        (lambda d: d.update(schema=1.0), "unsupported manifest schema 1.0"),
         (lambda d: d.pop("bundle"), "bundle: missing"),
         (lambda d: d.update(driver="13"), 'driver: "13" is not a CUDA version'),
         (lambda d: d.update(capabilities=["90"]), "capabilities[0]"),
@@ -210,6 +212,22 @@ def test_validation_lists_every_problem():
 
     msg = _broken(mutate)
     assert "bundle: missing" in msg and "is absolute" in msg
+
+
+def test_a_huge_broken_manifest_gives_a_short_error():
+    """A generated or corrupted manifest can break a rule millions of times: the error lists the
+    first problems and counts the rest (a 28 MB manifest once gave a 17 MB error)."""
+
+    def mutate(d):
+        module = d["libraries"][0]["variants"][0]["modules"][0]
+        d["libraries"][0]["variants"][0]["modules"] = [
+            dict(module, ptx=f"/abs/{i}.ptx") for i in range(20_000)
+        ]
+        d["bundle"] = "x" * 5_000_000
+
+    msg = _broken(mutate)
+    assert len(msg) < 5_000, len(msg)
+    assert "more problem(s) like these" in msg and "is absolute" in msg
 
 
 def test_top_level_must_be_object():
