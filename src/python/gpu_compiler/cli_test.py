@@ -163,6 +163,31 @@ def test_one_process_for_all_capabilities_gives_the_bytes_of_one_process_each(tm
         assert json.loads(batched["metadata.json"])["capability"] == capability
 
 
+# The sources whose PTX once depended on the process (the order of `.extern .func`
+# declarations: numba's linked libraries reach NVVM in a set's order), and a plain one.
+HASH_SEED_SOURCES = ["cg.py", "laplace.py", "montecarlo.py", "vecadd.py"]
+
+
+@pytest.mark.parametrize("name", HASH_SEED_SOURCES)
+def test_the_same_bytes_whatever_the_interpreter_s_hash_seed(tmp_path, name):
+    """Every output byte-identical across processes with different PYTHONHASHSEEDs (a set or
+    dict ordered by hash would show here), for every capability in one process."""
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    trees = []
+    for seed in ("0", "1", "4242"):
+        out = f"out-{seed}"
+        p = subprocess.run(
+            [sys.executable, "-m", "gpu_compiler", "compile", "--out-dir", out,
+             "--source", f"src/python/numba_docs/kernels/{name}", "--sys-path", "src/python",
+             "--capability", ",".join(ALL_CAPABILITIES)],
+            cwd=sandbox, env=dict(_hidden_cuda_env(), PYTHONHASHSEED=seed),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        trees.append({c: _read_tree(os.path.join(sandbox, out, c)) for c in ALL_CAPABILITIES})
+    assert trees[0] == trees[1] == trees[2]
+
+
 # fmt: off
 def test_cli_compile_error_exits_1_and_writes_nothing(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
