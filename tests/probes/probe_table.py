@@ -6,16 +6,19 @@ cache, the runtime's inputs) and returns what happened, in one line:
 - "refused: <the one-line error the user saw>": it was refused with a clear error.
 Anything else (a traceback, a wrong result, an error of many lines) is a finding, and fails the
 test that ran it. Each `*_probes_test.py` runs its class's probes with `run_probes`, which prints
-the table; `.ci/run` prints every class's table (`./pants test --output=all tests/probes::`).
+the table and records each row as a property of the test (conftest.py), so that the JUnit report
+carries it: `.ci/run` prints every class's table from there (`.ci/test_summary.py`).
 """
 
 from __future__ import annotations
 
 import traceback
-from typing import Callable, List, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 Probe = Callable[[], str]
 Row = Tuple[str, str, str]
+PROPERTY = "probe"  # the JUnit property of one row: "<probe> | <class> | <result>"
+CURRENT_NODE: Any = None  # the running pytest item (conftest.py), None outside pytest
 
 
 def held(what: str) -> str:
@@ -40,6 +43,8 @@ def run_probes(probe_class: str, probes: Sequence[Tuple[str, Probe]]) -> List[Ro
             result = "FINDING: crashed: " + traceback.format_exc(limit=3).strip().splitlines()[-1]
         rows.append((name, probe_class, result))
     print_table(rows)
+    if CURRENT_NODE is not None:
+        CURRENT_NODE.user_properties.extend((PROPERTY, " | ".join(row)) for row in rows)
     return rows
 
 
