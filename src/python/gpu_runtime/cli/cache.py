@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             bound = parse_size(args.max_size) if args.max_size else cache_bound()
         except (ValueError, JitCacheError) as e:
-            print(f"error: --max-size: {e}" if args.max_size else f"error: {e}", file=sys.stderr)
+            fix = ": use e.g. 500M or 2G" if args.max_size else ""
+            print(f"error: {'--max-size: ' if args.max_size else ''}{e}{fix}", file=sys.stderr)
             return 2
         evicted = store.prune(bound)
         freed = _size(sum(size for _, size in evicted))

@@ -50,8 +50,8 @@ def cache_bound(environ: Optional[Mapping[str, str]] = None) -> int:
         return parse_size(value)
     except ValueError as e:
         raise JitCacheError(
-            f"{ENV_JIT_CACHE_SIZE}={value!r} is {e}: set it to a size such as 500M or 2G, or "
-            f"unset it for {DEFAULT_JIT_CACHE_SIZE}"
+            f"${ENV_JIT_CACHE_SIZE}: {e}: set it to a size such as 500M or 2G (binary units), "
+            f"or unset it for {DEFAULT_JIT_CACHE_SIZE}"
         ) from None
 
 

@@ -373,5 +373,5 @@ def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
     assert JitStore(root).entries() == []
     assert main(["cache", "prune", "--max-size", "abc", "--cache-dir", root]) == 2
     assert capsys.readouterr().err == (
-        "error: --max-size: not a size: 'abc' (use e.g. 500M or 2G)\n"
+        "error: --max-size: 'abc' is not a size: use e.g. 500M or 2G\n"
     )

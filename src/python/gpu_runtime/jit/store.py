@@ -71,7 +71,7 @@ def write_error(root: str, e: OSError, doing: str) -> JitCacheError:
         fix = f"free space there or set ${ENV_JIT_CACHE} to a directory with room"
     else:
         fix = f"set ${ENV_JIT_CACHE} to a writable directory or fix its permissions"
-    return JitCacheError(f"JIT mode: the JIT cache {root} failed {doing} ({cause}): {fix}")
+    return JitCacheError(f"JIT mode: cannot write the JIT cache {root} ({doing}: {cause}): {fix}")
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class JitStore:
             os.makedirs(self._dir(".locks"), exist_ok=True)
             f = open(self._dir(".locks", key + ".lock"), "a")
         except OSError as e:
-            raise write_error(self.root, e, "to create a lock") from None
+            raise write_error(self.root, e, "creating a lock") from None
         with f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
@@ -200,7 +200,7 @@ class JitStore:
             os.makedirs(self._dir(".locks"), exist_ok=True)
             held = self._use_lock(key, fcntl.LOCK_SH)
         except OSError as e:
-            raise write_error(self.root, e, "to create a lock") from None
+            raise write_error(self.root, e, "creating a lock") from None
         assert held is not None  # a blocking flock
         return held
 
@@ -211,12 +211,12 @@ class JitStore:
         try:
             staged = self.staging(key)
         except OSError as e:
-            raise write_error(self.root, e, "to create a staging directory") from None
+            raise write_error(self.root, e, "creating a staging directory") from None
         try:
             fill(staged)
             return self.publish(key, staged, info)
         except OSError as e:
-            raise write_error(self.root, e, f"to write entry {key[:12]}") from None
+            raise write_error(self.root, e, f"writing entry {key[:12]}") from None
         finally:
             shutil.rmtree(staged, ignore_errors=True)  # gone already once published
 
@@ -354,11 +354,12 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    """Bytes from "1G", "500M", "64KiB" or a plain number (binary units); ValueError else."""
+    """Bytes from "1G", "500M", "64KiB" or a plain number (binary units); ValueError saying
+    what is wrong otherwise (its callers name the setting and the fix)."""
     m = _SIZE_RE.match(text)
     if not m:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500M or 2G)")
+        raise ValueError(f"{text!r} is not a size")
     try:
         return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     except OverflowError:  # more digits than a float holds
-        raise ValueError(f"not a size: {text!r} is too large (use e.g. 500M or 2G)") from None
+        raise ValueError(f"{text[:20]!r}... is too large") from None
