@@ -185,7 +185,7 @@ def worker(cfg: Dict[str, Any], env: Optional[Dict[str, str]] = None, **popen: A
 
 
 def outcome(proc: Any, stdin: str = "") -> str:
-    """"OK", "ERR: <one line>", or a FINDING with the end of what the worker wrote."""
+    """ "OK", "ERR: <one line>", or a FINDING with the end of what the worker wrote."""
     out, err = proc.communicate(stdin, timeout=300)
     lines = out.strip().splitlines()
     if proc.returncode == 0 and lines and lines[-1].startswith(("OK", "ERR: ")):
@@ -218,7 +218,9 @@ def probe_env_leak(tmp: str) -> str:
     os.makedirs(pkg)
     open(os.path.join(pkg, "__init__.py"), "w").close()
     with open(os.path.join(pkg, "__main__.py"), "w") as f:
-        f.write("from gpu_runtime_testutil.stand_in_compiler import main\nraise SystemExit(main())\n")
+        f.write(
+            "from gpu_runtime_testutil.stand_in_compiler import main\nraise SystemExit(main())\n"
+        )
     base = {k: v for k, v in os.environ.items() if k not in CODEGEN_VARS}
     base.update(
         GPU_RUNTIME_TOOLCHAIN=sys.executable,
@@ -275,7 +277,9 @@ def probe_prune_under_live_process(tmp: str) -> str:
     # The reported bug in one process: the second compile's prune evicted the first's entry,
     # on every run. Twice, to see it heal rather than repeat.
     for _ in range(2):
-        got = outcome(worker({"index": index, "store": store, "kernels": ["saxpy", "sobel_magnitude"]}, env))
+        got = outcome(
+            worker({"index": index, "store": store, "kernels": ["saxpy", "sobel_magnitude"]}, env)
+        )
         if got != "OK":
             return f"FINDING: one process, two kernels, bound 1 byte: {got}"
     JitStore(store).prune(1)  # nobody holds anything now
@@ -298,7 +302,9 @@ def probe_concurrent_tiny_bound(tmp: str) -> str:
     store = os.path.join(tmp, "jit")
     env = {"GPU_RUNTIME_JIT_CACHE_SIZE": str(one * 3 // 2), "FAKE_COMPILER_SLEEP": "0.1"}
     cfg = {"index": index, "store": store, "kernels": ["saxpy", "sobel_magnitude"]}
-    procs = [worker(dict(cfg, kernels=cfg["kernels"][:: 1 if n % 2 else -1]), env) for n in range(8)]
+    procs = [
+        worker(dict(cfg, kernels=cfg["kernels"][:: 1 if n % 2 else -1]), env) for n in range(8)
+    ]
     results = [outcome(p) for p in procs]
     bad = [r for r in results if r != "OK"]
     left = os.listdir(os.path.join(store, "v1", ".tmp"))
@@ -331,7 +337,10 @@ def probe_stale_codegen(tmp: str) -> str:
     with environ(FAKE_COMPILER_LOG=log):
         write_index(exported)
         jit_cache_at = lambda path, n: JitKernelCache(  # noqa: E731
-            find_jit_sources(path), FakeBackend(), store=JitStore(f"{tmp}/jit{n}"), compiler=stand_in
+            find_jit_sources(path),
+            FakeBackend(),
+            store=JitStore(f"{tmp}/jit{n}"),
+            compiler=stand_in,
         )
         try:
             os.chdir(repo)
@@ -347,7 +356,11 @@ def probe_stale_codegen(tmp: str) -> str:
                 with open(os.path.join(repo, path), "wb") as f:
                     f.write(b"edited after export-codegen")
                 for n, sp in enumerate(spellings, start=1):
-                    e = one_line_error(lambda: jit_cache_at(sp, n).kernel(name, lib).load())
+                    e = one_line_error(
+                        lambda sp=sp, n=n, name=name, lib=lib: jit_cache_at(sp, n)  # type: ignore
+                        .kernel(name, lib)
+                        .load()
+                    )
                     if "is stale" not in e or path not in e or "\n" in e:
                         return f"FINDING: {path} edited, sys.path {sp}: {e!r}"
                     first = first or e
@@ -409,9 +422,16 @@ def probe_full_disk(tmp: str) -> str:
     index = write_index(os.path.join(tmp, "site"))
     store = os.path.join(tmp, "jit")
     first = ""
-    faults = [("makedirs", "staging"), ("rename", "move"), ("write", "entry"), ("rename", "publish")]
+    faults = [
+        ("makedirs", "staging"),
+        ("rename", "move"),
+        ("write", "entry"),
+        ("rename", "publish"),
+    ]
     for fault in faults:
-        got = outcome(worker({"index": index, "store": store, "kernels": ["saxpy"], "fault": fault}))
+        got = outcome(
+            worker({"index": index, "store": store, "kernels": ["saxpy"], "fault": fault})
+        )
         left = os.listdir(os.path.join(store, "v1", ".tmp"))
         if not got.startswith("ERR: ") or "No space left" not in got or "free space" not in got:
             return f"FINDING: ENOSPC at {fault}: {got}"

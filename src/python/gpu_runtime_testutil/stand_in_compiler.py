@@ -2,10 +2,11 @@
 
 It writes `<out-dir>/<capability>/metadata.json` and the module files that `make_metadata`
 describes, with contents derived from every input file under the cwd, so that a changed input
-changes the output, and, as numba's and NVRTC's do, from the environment variables that change
-codegen (NUMBA_*, CUDA_*, NVRTC_*, NVVM_*, LD_*, any case), so that one that leaks into
-the compile shows in its bytes. $FAKE_COMPILER_LOG gets a line per compile, $FAKE_COMPILER_SLEEP widens
-race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash, $FAKE_COMPILER_FAIL fails.
+changes the output, and, as numba's and NVRTC's do, from the environment variables that
+change codegen (NUMBA_*, CUDA_*, NVRTC_*, NVVM_*, LD_*, any case), so that one that leaks
+into the compile shows in its bytes. $FAKE_COMPILER_LOG gets a line per compile,
+$FAKE_COMPILER_SLEEP widens race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash,
+$FAKE_COMPILER_FAIL fails.
 """
 
 from __future__ import annotations

@@ -49,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "prune":
         try:
             bound = parse_size(args.max_size) if args.max_size else cache_bound()
-        except (ValueError, JitCacheError) as e:
+        except (ValueError, JitCacheError) as error:
             fix = ": use e.g. 500M or 2G" if args.max_size else ""
-            print(f"error: {'--max-size: ' if args.max_size else ''}{e}{fix}", file=sys.stderr)
+            print(f"error: {'--max-size: ' if args.max_size else ''}{error}{fix}", file=sys.stderr)
             return 2
         evicted = store.prune(bound)
         freed = _size(sum(size for _, size in evicted))
