@@ -9,6 +9,7 @@ from gpu_runtime.bundle.locate import find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
 from gpu_runtime.errors import CacheNotFoundError
 from gpu_runtime.jit.compiler import find_compiler
+from gpu_runtime.logs import log
 from gpu_runtime.runtime import KernelCache
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
@@ -50,9 +51,13 @@ def open_cache(
         jit = None
         if sources:  # JIT mode's cache, imported only where a kernel may be compiled
             from gpu_runtime.jit.cache import JitKernelCache
+            from gpu_runtime.jit.store import JitCacheError
 
             known = [lib.name for lib in manifest.libraries]
-            jit = JitKernelCache(sources, backend, prefer=prefer, known_elsewhere=known)
+            try:
+                jit = JitKernelCache(sources, backend, prefer=prefer, known_elsewhere=known)
+            except JitCacheError as e:  # the bundle still runs; only its gaps are not filled
+                log.warning("gpu_runtime: no JIT fallback for bundle %s: %s", root, e)
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
     sources = {} if strict else _jit_sources(kernels_path)
     if sources:
