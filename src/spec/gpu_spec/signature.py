@@ -15,7 +15,8 @@ plugin's signing process and by `gpu_runtime.bundle.trust` on the device):
 Trusted keys on the device: those pinned into the app at build time (`PINNED_KEYS_ENV`, frozen
 into the app PEX's environment by the plugin) plus those of `TRUSTED_KEYS_ENV`, each a list of
 public keys separated by commas or whitespace. When any key is trusted, a bundle must carry a
-valid signature by one of them.
+valid signature by one of them. `signature_policy` is that rule, once: the runtime applies it
+before loading a bundle and the deploy tool on the device before switching to a release.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional, Tuple
+from typing import Iterable, Mapping, Optional, Sequence, Tuple
 
 ALGORITHM = "ed25519"
 PINNED_KEYS_ENV = "GPU_RUNTIME_PINNED_KEYS"
@@ -97,3 +98,38 @@ def describe_keys(keys: Iterable[bytes]) -> str:
 
 def find_key(keys: Iterable[bytes], kid: str) -> Optional[bytes]:
     return next((k for k in keys if key_id(k) == kid), None)
+
+
+class NotSignedError(ValueError):
+    """Keys are trusted and the manifest has no signature file."""
+
+
+class UntrustedKeyError(ValueError):
+    """Keys are trusted and the manifest is signed by another one (`signature.key_id`)."""
+
+    def __init__(self, signature: Signature) -> None:
+        super().__init__(f"signed by key {signature.key_id}, which is not trusted")
+        self.signature = signature
+
+
+def signature_policy(
+    sig_raw: Optional[bytes], origin: str, trusted: Sequence[bytes]
+) -> Tuple[Optional[Signature], Optional[bytes]]:
+    """(the signature, the trusted key it must verify with) of a manifest under `trusted` keys.
+
+    `sig_raw` is the signature file's bytes (None: there is none), `origin` its path for messages.
+    With no trusted keys nothing is required: (None or the parsed signature, None). With any,
+    raises NotSignedError, SignatureFormatError or UntrustedKeyError, else returns the key whose
+    ed25519 check of the manifest's exact bytes decides (the caller does that check).
+    """
+    if sig_raw is None:
+        if trusted:
+            raise NotSignedError(f"{origin} is missing")
+        return None, None
+    sig = parse_signature(sig_raw, origin)
+    if not trusted:
+        return sig, None
+    key = find_key(trusted, sig.key_id)
+    if key is None:
+        raise UntrustedKeyError(sig)
+    return sig, key

@@ -17,11 +17,12 @@ from gpu_runtime.errors import UntrustedBundleError
 from gpu_spec.bundle_files import SIGNATURE_NAME
 from gpu_spec.signature import (
     TRUSTED_KEYS_ENV,
+    NotSignedError,
     SignatureFormatError,
+    UntrustedKeyError,
     describe_keys,
-    find_key,
     key_id,
-    parse_signature,
+    signature_policy,
     trusted_keys_from_env,
 )
 
@@ -79,26 +80,26 @@ def check_trust(raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]) -> str
     bundle = bundle_name(raw, root)
     trusted = [k for k, _ in keys]
     trusted_ids = f"{describe_keys(trusted)} ({'; '.join(sorted({h for _, h in keys}))})"
-    if sig_raw is None:
-        if not keys:
-            return f"unsigned (no trusted keys: set ${TRUSTED_KEYS_ENV} to require a signature)"
+    try:
+        sig, key = signature_policy(sig_raw, sig_path, trusted)
+    except NotSignedError as e:
         raise UntrustedBundleError(
             f"bundle {bundle} is not signed ({SIGNATURE_NAME} is missing), and this app trusts "
             f"only bundles signed by key {trusted_ids}: refusing to load it; {SIGN_FIX}"
-        )
-    try:
-        sig = parse_signature(sig_raw, sig_path)
+        ) from e
     except SignatureFormatError as e:
         raise UntrustedBundleError(f"bundle {bundle}: {e}; refusing to load it") from e
-    if not keys:
-        return f"signed by key {sig.key_id}, not checked (no trusted keys: ${TRUSTED_KEYS_ENV})"
-    key = find_key(trusted, sig.key_id)
-    if key is None:
+    except UntrustedKeyError as e:
+        kid = e.signature.key_id
         raise UntrustedBundleError(
-            f"bundle {bundle} is signed by key {sig.key_id}, which this app does not trust "
+            f"bundle {bundle} is signed by key {kid}, which this app does not trust "
             f"(trusted: {trusted_ids}): refusing to load it; {SIGN_FIX}, or trust key "
-            f"{sig.key_id} in ${TRUSTED_KEYS_ENV}"
-        )
+            f"{kid} in ${TRUSTED_KEYS_ENV}"
+        ) from e
+    if sig is None:
+        return f"unsigned (no trusted keys: set ${TRUSTED_KEYS_ENV} to require a signature)"
+    if key is None:
+        return f"signed by key {sig.key_id}, not checked (no trusted keys: ${TRUSTED_KEYS_ENV})"
     if not _verify_ed25519(key, sig.signature, raw):
         raise UntrustedBundleError(
             f"bundle {bundle}: the signature by key {key_id(key)} does not match its manifest "
