@@ -2,7 +2,8 @@
 
 Why here: the deploy tool checks a staged release's manifest signature on the device before it
 switches to it, with the device's own `python3`, which need not have `cryptography` (the app PEX
-carries that for the runtime, the system interpreter may not). Verification only: no secret is
+carries that for the runtime, the system interpreter may not). `verify` uses `cryptography`
+where it imports and this module's arithmetic only where it does not. Verification only: no secret is
 ever handled, so timing does not matter; it is the RFC's reference arithmetic (tens of
 milliseconds per signature). Strict decoding: a non-canonical point or an S >= L is refused.
 """
@@ -74,7 +75,24 @@ _G: Point = (_GX, _GY, 1, _GX * _GY % _P)
 
 
 def verify(public_key: bytes, signature: bytes, message: bytes) -> bool:
-    """True iff `signature` (64 bytes) is the ed25519 signature of `message` by `public_key`."""
+    """True iff `signature` (64 bytes) is the ed25519 signature of `message` by `public_key`:
+    checked by `cryptography` (OpenSSL) where it imports, else by `verify_reference`."""
+    if len(public_key) != 32 or len(signature) != 64:
+        return False
+    try:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    except ImportError:
+        return verify_reference(public_key, signature, message)
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def verify_reference(public_key: bytes, signature: bytes, message: bytes) -> bool:
+    """`verify` by the RFC's reference arithmetic (where `cryptography` is missing)."""
     if len(public_key) != 32 or len(signature) != 64:
         return False
     a = _decompress(public_key)
