@@ -23,11 +23,11 @@ from typing import Callable, Iterator, List, Tuple
 from unittest import mock
 
 import pytest
-from probe_table import findings, held, refused, run_probes
 
 from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
 from gpu_spec.conftest import library_specs, write_bundle
 from gpu_spec.signature import Signature, key_id
+from probe_table import findings, held, refused, run_probes
 
 FAKE_STATVFS = """
 import os

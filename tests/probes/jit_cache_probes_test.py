@@ -24,8 +24,6 @@ import tempfile
 import textwrap
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
-from probe_table import findings, held, refused, run_probes
-
 from gpu_runtime.conftest import FakeBackend
 from gpu_runtime.errors import GpuRuntimeError
 from gpu_runtime.jit.cache import JitKernelCache
@@ -33,6 +31,7 @@ from gpu_runtime.jit.compiler import Compiler, find_compiler
 from gpu_runtime.jit.sources import find_jit_sources
 from gpu_runtime.jit.store import JitStore
 from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
+from probe_table import findings, held, refused, run_probes
 
 K = "src/python/imaging/kernels"
 KERNELS = {

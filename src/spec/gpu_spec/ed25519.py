@@ -3,8 +3,8 @@
 Why here: the deploy tool checks a staged release's manifest signature on the device before it
 switches to it, with the device's own `python3`, which need not have `cryptography` (the app PEX
 carries that for the runtime, the system interpreter may not). `verify` uses `cryptography`
-where it imports and this module's arithmetic only where it does not. Verification only: no secret is
-ever handled, so timing does not matter; it is the RFC's reference arithmetic (tens of
+where it imports and this module's arithmetic only where it does not. Verification only: no secret
+is ever handled, so timing does not matter; it is the RFC's reference arithmetic (tens of
 milliseconds per signature). Strict decoding: a non-canonical point or an S >= L is refused.
 """
 

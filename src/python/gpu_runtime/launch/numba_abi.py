@@ -36,9 +36,8 @@ from gpu_runtime.launch.scalars import (
     float16_bits,
     scalar_dtype,
     to_complex,
-    to_float,
-    to_narrow_float,
     to_int,
+    to_narrow_float,
     unwrap_0d,
 )
 from gpu_spec.manifest.model import ArgSpec, KernelSpec
