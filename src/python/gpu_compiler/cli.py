@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -176,6 +177,7 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         name_expressions=list(args.name_expression),
         sys_path=list(args.sys_path),
     )
+    _confine(args)
     results: Dict[str, CompileResult] = {}
     failures: List[Tuple[str, str]] = []
     # Every capability is tried, so the report names all that fail, not only the first. With
@@ -196,6 +198,17 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             sys.stderr.write("%s: %s\n" % (capability, w))
     write_outputs_by_capability(results, args.out_dir)
     return 0
+
+
+def _confine(args: argparse.Namespace) -> None:
+    """Load the toolchain, then hold the process to its inputs, outputs and toolchain
+    (``gpu_compiler.confine``), before the kernel source is read."""
+    from gpu_compiler import confine
+
+    suffix = os.path.splitext(args.source)[1].lower()
+    if suffix in (".py", ".cu"):  # else compile_source refuses it, reading nothing
+        confine.prepare_toolchain(suffix)
+    confine.confine(".", args.out_dir)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:

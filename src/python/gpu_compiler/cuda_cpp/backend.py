@@ -47,6 +47,32 @@ _DIAG_RE = re.compile(
     r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE
 )
 
+# NVRTC's report of an include the OS sandbox (gpu_compiler.confine) denied it.
+_DENIED_RE = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: cannot open source file "
+    r'"(?P<name>[^"\n]+)": (?:Permission denied|Operation not permitted)',
+    re.MULTILINE,
+)
+
+
+def _denied_include(m: "re.Match[str]") -> CompileError:
+    """``file:line: error: refused to read <header>: ...``: one line, where NVRTC's is five.
+
+    Why here and not by the ``#include`` scan: this is a spelling the scan did not see (a
+    comment or a backslash-newline inside the directive, say) that NVRTC's preprocessor
+    did; the OS sandbox kept the file from it, and NVRTC says so this way.
+    """
+    from gpu_compiler import confine
+
+    shown, line, name = m.group("file"), int(m.group("line")), m.group("name")
+    # NVRTC names the header as written; a relative one is looked up first beside its includer.
+    path = name if os.path.isabs(name) else os.path.join(os.path.dirname(shown), name)
+    return CompileError(
+        "%s:%d: error: %s" % (shown, line, confine.refusal_text(path)),
+        source=shown,
+        line=line,
+    )
+
 
 @dataclass
 class CudaKernel:
@@ -194,6 +220,9 @@ def _compile_program(prog, options: List[str], source_path: str, capability: str
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
     log = relativize_text(_get_log(prog)).strip()
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        denied = _DENIED_RE.search(log)
+        if denied is not None:
+            raise _denied_include(denied)
         m = _DIAG_RE.search(log)
         raise CompileError(
             "%s: error: NVRTC failed to compile for %s:\n%s"

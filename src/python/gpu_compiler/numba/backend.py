@@ -92,7 +92,7 @@ def compile_numba_source(
     """
     target = _Target(capability, parse_capability(capability), fast_math, lineinfo)
     source_text = read_source_text(source_path)
-    _require_numba()
+    require_numba()
     from numba.cuda.core.compiler_lock import global_compiler_lock
 
     results: List[NumbaKernelPTX] = []
@@ -108,7 +108,7 @@ def compile_numba_source(
     return results
 
 
-def _require_numba() -> None:
+def require_numba() -> None:
     """A broken toolchain is a CompileError saying so, not an ImportError traceback."""
     try:
         from numba import cuda  # noqa: F401
