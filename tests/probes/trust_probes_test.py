@@ -18,6 +18,7 @@ from typing import Callable, Iterator, List, Tuple
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from probe_table import findings, held, refused, run_probes
 
 import gpu_runtime
 from gpu_runtime.bundle.trust_test import pin_keys, public_hex, rehash_tampered_cubin, sign
@@ -27,7 +28,6 @@ from gpu_runtime.errors import GpuRuntimeError
 from gpu_runtime.jit import cache_test as jit
 from gpu_spec.manifest.model import MANIFEST_NAME
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
-from probe_table import findings, held, refused, run_probes
 
 CUBIN = "saxpy/cuda13/sm_90/saxpy__0.cubin"
 SM90 = "saxpy/cuda13/sm_90"
@@ -256,7 +256,9 @@ def same_verdict(tamper: Callable[[Lab], None]) -> Callable[[], str]:
             ok, err = lb.runtime()
             rc, line = lb.verify("--key", public_hex(lb.key))
             if ok != (rc == 0):
-                return finding(f"runtime {'accepts' if ok else 'refuses'}, verify exit {rc}: {line}")
+                return finding(
+                    f"runtime {'accepts' if ok else 'refuses'}, verify exit {rc}: {line}"
+                )
             if ok:
                 return held("runtime and verify both accept it (bytes as signed, inside cache/)")
             if rc != 1:

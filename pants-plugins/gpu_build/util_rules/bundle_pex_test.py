@@ -7,7 +7,6 @@ import types
 from pathlib import PurePath
 
 import pytest
-
 from pants.backend.python.util_rules.pex import Script, VenvPex
 from pants.engine.fs import Digest
 from pants.util.frozendict import FrozenDict

@@ -84,7 +84,7 @@ def pinned_keys_module_source(keys: Sequence[str]) -> str:
     lines = "".join(f"    {k!r},\n" for k in checked)
     return (
         '"""Public keys pinned into this app by `pants package` (gpu_build); generated, do not '
-        'edit.\n\ngpu_runtime trusts bundles signed by these keys and no others but those of '
+        "edit.\n\ngpu_runtime trusts bundles signed by these keys and no others but those of "
         f'${TRUSTED_KEYS_ENV}.\n"""\n\nPINNED_KEYS = (\n{lines})\n'
     )
 

@@ -1,11 +1,12 @@
 """Is a bundle's manifest trusted? Checked on its exact bytes before anything is parsed or loaded.
 
 The trusted keys are those pinned into the app at build time (read from the module the plugin
-generates into the app's code, `gpu_spec.signature.PINNED_KEYS_MODULE`) and those the device adds
-(`$GPU_RUNTIME_TRUSTED_KEYS`); the environment cannot remove or replace a pinned key. With none, a bundle is used as before (its files still checked against
-the manifest's sha256). With any, the manifest must carry a valid ed25519 signature by one of
-them, or the bundle is refused, naming it and the key ids. `cryptography` is imported only to
-check a signature, so an app with no key pinned never loads it.
+generates into the app's code, `gpu_spec.signature.PINNED_KEYS_MODULE`) and those the device
+adds (`$GPU_RUNTIME_TRUSTED_KEYS`); the environment cannot remove or replace a pinned key. With
+none, a bundle is used as before (its files still checked against the manifest's sha256). With
+any, the manifest must carry a valid ed25519 signature by one of them, or the bundle is refused,
+naming it and the key ids. `cryptography` is imported only to check a signature, so an app with
+no key pinned never loads it.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def pinned_keys() -> Tuple[bytes, ...]:
 def trusted_keys(
     environ: Optional[Mapping[str, str]] = None, extra: Iterable[Tuple[bytes, str]] = ()
 ) -> Tuple[Tuple[bytes, str], ...]:
-    """[(key, where it came from)]: the pinned keys, then $GPU_RUNTIME_TRUSTED_KEYS, then `extra`."""
+    """[(key, where from)]: the pinned keys, then $GPU_RUNTIME_TRUSTED_KEYS, then `extra`."""
     env = os.environ if environ is None else environ
     if env.get(PINNED_KEYS_ENV) is not None:
         log.warning(
