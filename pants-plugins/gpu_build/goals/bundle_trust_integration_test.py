@@ -2,7 +2,8 @@
 
 - `package` with `[gpu-bundle-signing].key_file` (a key made by `openssl genpkey` outside the
   repo) writes `cache/manifest.json.sig`, which OpenSSL accepts for the manifest's exact bytes;
-  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its environment.
+  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its code
+  (`gpu_bundle_pinned_keys.py`), not in its environment.
 - A key file inside the repository is refused.
 - Two `deploy_bundle`s that would write one dist/ path are refused before anything is built,
   naming both.
@@ -104,7 +105,10 @@ def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None
     with zipfile.ZipFile(app) as zf:
         pex_info = json.loads(zf.read("PEX-INFO"))
         assert any(n.startswith(".deps/cryptography-") for n in zf.namelist())
-    assert pex_info["inject_env"]["GPU_RUNTIME_PINNED_KEYS"] == checkout.public_hex
+        pinned = zf.read("gpu_bundle_pinned_keys.py").decode()
+    # The key is part of the app's code, not of its environment (which could remove it).
+    assert f"PINNED_KEYS = (\n    {checkout.public_hex!r},\n)" in pinned
+    assert "GPU_RUNTIME_PINNED_KEYS" not in pex_info.get("inject_env", {})
 
 
 def test_a_key_inside_the_repo_is_refused(checkout: Checkout) -> None:

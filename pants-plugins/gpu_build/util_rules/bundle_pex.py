@@ -12,13 +12,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
-from pants.backend.python.goals.package_pex_binary import PexBinaryFieldSet
-from pants.backend.python.subsystems.setup import PythonSetup
-from pants.backend.python.target_types import (
-    EntryPoint,
-    PexCompletePlatformsField,
-    PexEnvField,
+from pants.backend.python.goals.package_pex_binary import (
+    PexBinaryFieldSet,
+    PexFromTargetsRequestForBuiltPackage,
 )
+from pants.backend.python.subsystems.setup import PythonSetup
+from pants.backend.python.target_types import EntryPoint, PexCompletePlatformsField
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.core.goals.package import BuiltPackage, PackageFieldSet
@@ -28,6 +27,7 @@ from pants.engine.fs import (
     DigestEntries,
     FileContent,
     FileEntry,
+    MergeDigests,
     RemovePrefix,
 )
 from pants.engine.process import ProcessResult
@@ -37,7 +37,7 @@ from pants.util.resources import read_resource
 
 from gpu_build.subsystems.bundle import GpuBundle
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
-from gpu_spec.signature import PINNED_KEYS_ENV
+from gpu_spec.signature import PINNED_KEYS_FILE, pinned_keys_module_source
 
 SCRIPT = "strip_pex.py"
 OUT_DIR = "__stripped"
@@ -140,15 +140,9 @@ def bundle_binary(field_set: DeployBundleFieldSet, binaries: Targets) -> Target:
     return binaries[0]
 
 
-def device_pex_field_set(
-    field_set: DeployBundleFieldSet, binary: Target, pinned_keys: tuple[str, ...] = ()
-) -> PexBinaryFieldSet:
-    """The binary's field set, with the bundle's `complete_platforms` when it sets them, and the
-    trusted public keys frozen into its environment (pex sets them when the app starts)."""
+def device_pex_field_set(field_set: DeployBundleFieldSet, binary: Target) -> PexBinaryFieldSet:
+    """The binary's field set, with the bundle's `complete_platforms` when it sets them."""
     pex_field_set = PexBinaryFieldSet.create(binary)
-    if pinned_keys:
-        env = {**(pex_field_set.env.value or {}), PINNED_KEYS_ENV: ",".join(pinned_keys)}
-        pex_field_set = dataclasses.replace(pex_field_set, env=PexEnvField(env, binary.address))
     if not field_set.complete_platforms.value:
         return pex_field_set
     return dataclasses.replace(
@@ -173,14 +167,35 @@ class DevicePex:
     sha256: str
 
 
+def pinned_keys_source(pinned_keys: Sequence[str]) -> FileContent:
+    """The module holding the pinned keys, at the root of the app PEX's sources.
+
+    Part of the app's code (not its environment, where an empty or different value would
+    remove or replace the keys): the runtime imports it, and the PEX that carries it is hashed
+    into the signed manifest.
+    """
+    return FileContent(PINNED_KEYS_FILE, pinned_keys_module_source(pinned_keys).encode())
+
+
 @rule
 async def device_pex(request: DevicePexRequest) -> DevicePex:
     field_set, binary = request.field_set, request.binary
-    package = await Get(
-        BuiltPackage,
-        PackageFieldSet,
-        device_pex_field_set(field_set, binary, request.pinned_keys),
-    )
+    pex_field_set = device_pex_field_set(field_set, binary)
+    if request.pinned_keys:
+        # Pants' own pex_binary request, with the pinned keys added to its sources (a module
+        # of the same name in the app's own sources is a merge conflict, not a silent pick).
+        built = await Get(PexFromTargetsRequestForBuiltPackage, PexBinaryFieldSet, pex_field_set)
+        keys = await Get(Digest, CreateDigest([pinned_keys_source(request.pinned_keys)]))
+        if built.request.additional_sources:
+            keys = await Get(Digest, MergeDigests([built.request.additional_sources, keys]))
+        with_keys = dataclasses.replace(built.request, additional_sources=keys)
+        package = await Get(
+            BuiltPackage,
+            PexFromTargetsRequestForBuiltPackage,
+            PexFromTargetsRequestForBuiltPackage(with_keys),
+        )
+    else:
+        package = await Get(BuiltPackage, PackageFieldSet, pex_field_set)
     entries = await Get(DigestEntries, Digest, package.digest)
     files = [e for e in entries if isinstance(e, FileEntry)]
     if len(files) != 1:

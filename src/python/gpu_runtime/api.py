@@ -43,10 +43,16 @@ def open_cache(
     strict = strict_from_env() if strict is None else strict
     root = find_cache(path)
     if root is not None:
-        manifest, _ = open_bundle_manifest(root)  # signature and completeness checked
+        manifest, trust = open_bundle_manifest(root)  # signature and completeness checked
         # A device bundle has no compiler: then nothing is ever compiled, strict or not, and
         # its start-up does not even read the kernel index.
         fallback = not strict and find_compiler() is not None
+        if fallback and trust.trusted:
+            # A bundle signed by a trusted key never falls back to JIT mode: no signature covers
+            # the compiler ($GPU_RUNTIME_TOOLCHAIN or the interpreter's) nor the JIT cache's
+            # entries, so a compile (or a cache hit) would load bytes nothing vouches for.
+            # What it lacks is refused in one line instead (`KernelCache(signed_by=...)`).
+            return KernelCache(manifest, root, backend, prefer=prefer, signed_by=trust.key_id)
         sources = _jit_sources(kernels_path) if fallback else {}
         jit = None
         if sources:  # JIT mode's cache, imported only where a kernel may be compiled

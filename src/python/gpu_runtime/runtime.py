@@ -22,7 +22,11 @@ from gpu_runtime.bundle.lookup import (
     resolve_name,
 )
 from gpu_runtime.bundle.selection import KINDS, Choice
-from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
+from gpu_runtime.errors import (
+    IncompleteBundleError,
+    KernelNotFoundError,
+    NoCompatibleVariantError,
+)
 from gpu_runtime.kernel import Kernel
 from gpu_runtime.logs import log
 from gpu_spec.manifest.model import KernelSpec, Library, Manifest, ModuleSpec
@@ -58,6 +62,7 @@ class KernelCache:
         prefer: Optional[str] = None,
         origin: str = "bundle",
         jit: Optional["KernelCache"] = None,
+        signed_by: Optional[str] = None,
     ) -> None:
         if backend is None:
             from gpu_runtime.driver.device import CudaBackend
@@ -76,6 +81,9 @@ class KernelCache:
         # JIT fallback (not strict, a compiler at hand): kernels or capabilities the bundle
         # lacks are compiled instead of failing.
         self._jit = jit
+        # A trusted signed bundle opened where JIT mode could compile (the key id): what it
+        # lacks is refused in one line that says why nothing is compiled (see api.open_cache).
+        self._signed_by = signed_by
         self._compiled: Dict[
             Tuple[str, Optional[str]], Kernel
         ] = {}  # names the JIT fallback serves
@@ -144,7 +152,10 @@ class KernelCache:
         origin = self._describe_origin()
         found = resolve_name(self._libraries, name, library, origin, self.libraries())
         if found is None:
-            raise not_found(name, self.kernel_names(), origin)
+            e = not_found(name, self.kernel_names(), origin)
+            if self._signed_by is not None:
+                raise KernelNotFoundError(f"{e}; {self._no_jit_reason()}") from None
+            raise e
         with self._lock:
             k = self._kernels.get(found)
             if k is None:
@@ -173,6 +184,23 @@ class KernelCache:
 
     def _describe_origin(self) -> str:
         return f"bundle {self._manifest.bundle!r} ({self._root})"
+
+    def _no_jit_reason(self) -> str:
+        return (
+            f"a bundle signed by a trusted key (here {self._signed_by}) is never JIT-compiled, "
+            f"since no signature covers a compile"
+        )
+
+    def _refuse_jit(self, library: str, info: Any) -> NoCompatibleVariantError:
+        """The one-line refusal of a trusted bundle with nothing for this GPU (no JIT fallback)."""
+        caps = sorted({v.capability for v in self._libraries[library].variants})
+        need = info.sm
+        return NoCompatibleVariantError(
+            f"{self._describe_origin()}: library {library!r} has no code for this GPU, "
+            f"{info.describe()}; the bundle holds {', '.join(caps) or 'nothing'}, and "
+            f"{self._no_jit_reason()}: add {need} to the deploy_bundle's `capabilities` and "
+            f"re-run `pants package` (JIT mode, `pants run` of the app, compiles in development)"
+        )
 
     def _fix_hint(self) -> Optional[str]:
         """Advice for NoCompatibleVariantError (None: add the capability and `pants package`)."""
@@ -215,18 +243,25 @@ class KernelCache:
         info = self._backend.device_info()
         if not self._choices:
             self._warn_if_driver_older(info)
-        ch = select_unless_incomplete(  # files missing: no capability advice
-            self._manifest,
-            self._root,
-            variants_on_disk(self._root, lib),
-            info.capability,
-            info.driver_version,
-            kinds=self._kinds,
-            device_name=info.name,
-            library=lib.name,
-            bundle=self._manifest.bundle,
-            fix=self._fix_hint(),
-        )
+        try:
+            ch = select_unless_incomplete(  # files missing: no capability advice
+                self._manifest,
+                self._root,
+                variants_on_disk(self._root, lib),
+                info.capability,
+                info.driver_version,
+                kinds=self._kinds,
+                device_name=info.name,
+                library=lib.name,
+                bundle=self._manifest.bundle,
+                fix=self._fix_hint(),
+            )
+        except IncompleteBundleError:
+            raise
+        except NoCompatibleVariantError:
+            if self._signed_by is None:
+                raise
+            raise self._refuse_jit(library, info) from None
         log.info(
             "gpu_runtime: %s: using %s %s (toolchain %s) on %s: %s",
             library,

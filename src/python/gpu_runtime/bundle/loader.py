@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
+from gpu_runtime.bundle.integrity import locate_file, read_verified
 from gpu_runtime.bundle.selection import Choice
 from gpu_runtime.errors import GpuRuntimeError
 from gpu_runtime.logs import log
@@ -39,7 +39,7 @@ def variants_on_disk(root: str, lib: Library) -> List[Variant]:
     missing: List[str] = []
 
     def present(path: Optional[str]) -> Optional[str]:
-        if path is None or os.path.isfile(resolve_in_cache(root, path)):
+        if path is None or locate_file(root, path) is not None:
             return path
         missing.append(path)
         return None

@@ -11,7 +11,7 @@ import os
 from typing import Iterable, Mapping, Optional, Tuple
 
 from gpu_runtime.bundle.completeness import check_complete
-from gpu_runtime.bundle.trust import check_trust, trusted_keys
+from gpu_runtime.bundle.trust import Trust, check_trust, trusted_keys
 from gpu_runtime.errors import ManifestError, manifest_errors
 from gpu_runtime.logs import log
 from gpu_spec.manifest.model import MANIFEST_NAME, Manifest
@@ -33,8 +33,8 @@ def open_bundle_manifest(
     extra_keys: Iterable[Tuple[bytes, str]] = (),
     *,
     require_complete: bool = True,
-) -> Tuple[Manifest, str]:
-    """(the manifest of the cache directory `root`, how it is trusted, in words)."""
+) -> Tuple[Manifest, Trust]:
+    """(the manifest of the cache directory `root`, how it is trusted: `str()` says it)."""
     raw = read_manifest_bytes(root)
     trust = check_trust(raw, root, trusted_keys(environ, extra_keys))
     with manifest_errors():

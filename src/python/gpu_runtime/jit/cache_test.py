@@ -375,3 +375,34 @@ def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
     assert capsys.readouterr().err == (
         "error: --max-size: 'abc' is not a size: use e.g. 500M or 2G\n"
     )
+
+
+def test_a_trusted_signed_bundle_never_falls_back_to_jit(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    """No signature covers a compiler or a JIT-cache entry: a bundle signed by a trusted key
+    refuses, in one line, what it lacks instead of compiling it (a replaced cached cubin would
+    otherwise be loaded)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gpu_runtime.bundle.trust_test import pin_keys, public_hex, sign
+
+    cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
+    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
+    key = Ed25519PrivateKey.generate()
+    sign(cache_dir, key)
+    pin_keys(monkeypatch, str(tmp_path / "app_code"), public_hex(key))
+    a100 = FakeBackend(capability=(8, 0), name="NVIDIA A100")
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=a100)
+    with pytest.raises(NoCompatibleVariantError) as e:
+        cache.kernel("saxpy").load()
+    text = str(e.value)
+    assert "\n" not in text and "NVIDIA A100 (sm_80)" in text and "holds sm_90" in text
+    assert "never JIT-compiled" in text and "add sm_80 to the deploy_bundle" in text
+    with pytest.raises(KernelNotFoundError, match="never JIT-compiled"):
+        cache.kernel("sobel_magnitude")
+    assert compiles(compile_log) == 0 and a100.loads == []
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache.kernel("saxpy").load()  # the GPU it covers: its own signed cubin
+    assert compiles(compile_log) == 0

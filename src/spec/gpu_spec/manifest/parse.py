@@ -23,7 +23,7 @@ from gpu_spec.versions import is_version
 def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
     """Validate a decoded manifest.json and return its `Manifest`.
 
-    Raises `ManifestError` listing every problem found (not just the first).
+    Raises `ManifestError` listing every problem found (not just the first), in one line.
     """
     if not isinstance(data, dict):
         raise ManifestError(
@@ -43,7 +43,8 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
         c, c.get(data, "bundle_files", dict, "", optional=True, default={}), "bundle_files"
     )
     if c.errors:
-        raise ManifestError(f"{origin} is invalid:\n  " + "\n  ".join(_listed(c.errors)))
+        # One line (errors are one line each): the problems, separated by "; ".
+        raise ManifestError(f"{origin} is invalid: " + "; ".join(_listed(c.errors)))
     return Manifest(
         bundle=bundle or "",
         driver=driver or "",
