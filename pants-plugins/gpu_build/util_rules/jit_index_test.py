@@ -34,7 +34,7 @@ K = f"{ROOT}/app/kernels"
 def rule_runner() -> RuleRunner:
     runner = RuleRunner(
         rules=[
-            *register.rules(),
+            *register.kernel_rules(),
             *python_sources.rules(),
             *target_types_rules.rules(),
             *source_files.rules(),
