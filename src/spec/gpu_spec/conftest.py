@@ -220,7 +220,7 @@ ISSUE9 = [
             _kernel(
                 "add_pointers",
                 "_Zcptr",
-                "void(CPointer(float32), voidptr, float32[::1])",
+                "void(CPointer(float32), voidptr, array(float32, 0d, C))",
                 "numba",
                 [ptr("float32"), ptr("void"), arr("float32", 0)],
                 ["u64", "u64"] + numba_array_params(0),
