@@ -65,6 +65,34 @@ def test_ambiguous_name_lists_qualified_candidates(tmp_path):
     assert c.kernel("saxpy64.saxpy").library == "saxpy64"
 
 
+def test_describe_prints_qualified_names_that_kernel_accepts(tmp_path):
+    """Every kernel line of describe() starts with "library.kernel:", which `kernel()` takes
+    as is, also where a bare name is ambiguous (two libraries define saxpy)."""
+    specs = library_specs(
+        ["saxpy", "saxpy64", "matmul"], extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)}
+    )
+    c = gpu_runtime.open_cache(write_bundle(str(tmp_path), specs), backend=FakeBackend())
+    printed = [
+        line.strip().split(": ", 1)[0]
+        for line in c.describe().splitlines()
+        if line.startswith("    ") and not line.startswith("      ")
+    ]
+    assert (
+        printed
+        == c.kernel_names()
+        == [
+            "matmul.matmul<float, 16>",
+            "matmul.matmul<double, 16>",
+            "saxpy.saxpy",
+            "saxpy64.saxpy",
+        ]
+    )
+    for q in printed:
+        assert c.kernel(q).qualified_name == q
+    with pytest.raises(KernelNotFoundError, match="use one of saxpy.saxpy, saxpy64.saxpy"):
+        c.kernel("saxpy")
+
+
 def test_signatures_and_describe_need_no_gpu(bundle):
     class NoGpu(FakeBackend):
         def device_info(self):
