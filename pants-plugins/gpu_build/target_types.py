@@ -40,9 +40,9 @@ class GpuKernelSourceField(SingleSourceField):
     expected_file_extensions: ClassVar[tuple[str, ...]] = NUMBA_EXTENSIONS + CUDA_CPP_EXTENSIONS
     help = help_text(
         """
-        The kernel source: a `.py` file of numba-cuda kernels, which declares the signatures to
-        compile in a module-level `AOT_SIGNATURES` dict, or a `.cu` file of CUDA C++ compiled
-        with NVRTC.
+        The kernel source: a `.py` file of numba-cuda kernels, whose signatures are eager
+        (`@cuda.jit("void(float32[::1])")`, a list of them, or numba type objects) or listed in
+        a module-level `AOT_SIGNATURES` dict, or a `.cu` file of CUDA C++ compiled with NVRTC.
         """
     )
 
@@ -52,7 +52,8 @@ class GpuKernelCapabilitiesField(StringSequenceField):
     help = help_text(
         """
         Compute capabilities to compile for, e.g. `["sm_87", "sm_90"]`. Each gets its own PTX
-        and cubin. Defaults to `[gpu-toolchains].default_capabilities`.
+        and cubin, all from one compile process of the source. Defaults to
+        `[gpu-toolchains].default_capabilities`.
         """
     )
 
@@ -246,39 +247,64 @@ class GpuKernelTarget(Target):
         f"""
         GPU kernels compiled ahead of time to PTX and cubin for each compute capability.
 
-        Each (source, capability) compile is a hermetic, cached Pants process that runs the
-        pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA).
-        `pants package` writes `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry
-        names, signatures, argument ABI, PTX ISA and minimum driver, toolchain versions,
-        register and shared-memory use) under `dist/`.
+        One hermetic, cached Pants process per source compiles it for all its capabilities
+        (`python -m gpu_compiler compile --capability sm_87 --capability sm_90 ...`), running
+        the pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA), so
+        numba's start-up is paid once per source; `[gpu-toolchains].batch_capabilities = false`
+        gives one process per (source, capability) instead. `pants package` writes
+        `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry names, signatures,
+        argument ABI, declared C parameter types, PTX ISA and minimum driver, toolchain
+        versions, register and shared-memory use) under `dist/`.
 
-        A numba-cuda source declares what to compile next to its kernels:
+        A numba-cuda (`.py`) source is imported with no GPU; each kernel is compiled for the
+        signatures it states, in any of the forms numba's documentation writes:
 
-            from numba import cuda
+            from numba import cuda, float32, void
+            from numba.cuda import types
+            from numba.cuda.random import xoroshiro128p_type
 
-            @cuda.jit
+            @cuda.jit("void(float32[::1], float32, float32[::1], float32[::1])")  # eager string
             def saxpy(out, a, x, y):
                 i = cuda.grid(1)
                 if i < out.size:
                     out[i] = a * x[i] + y[i]
 
+            @cuda.jit(["void(uint8[::1], uint32[::1])", "void(uint8[:], uint32[::1])"])  # list
+            def histogram(data, bins): ...
+
+            @cuda.jit(types.void(types.CPointer(types.uint8), types.uint32))  # type objects
+            def add_one(x, n): ...
+
+            @cuda.jit  # lazy: compiled for what AOT_SIGNATURES names
+            def compute_pi(rng_states, out): ...
+
             AOT_SIGNATURES = {{
-                "saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"],
+                # strings, or numba type objects (records and pointers have no string form)
+                "compute_pi": [void(xoroshiro128p_type[::1], float32[::1])],
             }}
 
-        BUILD:
+        Kernels may also call `cuda.declare_device(..., link="functions.cu")` or use
+        `@cuda.jit(link=[...])`: the linked `.cu`/`.ptx` files are compiled and linked in the
+        same process and inferred as dependencies. A CUDA C++ (`.cu`) source is compiled by
+        NVRTC: `extern "C" __global__` kernels are found by name, templates are instantiated
+        through `{GpuKernelNameExpressionsField.alias}`.
+
+        BUILD (`./pants package path/to:saxpy`; a `deploy_bundle` collects kernels for
+        devices):
 
             gpu_kernel(
                 name="saxpy",
                 source="saxpy.py",
-                capabilities=["sm_87", "sm_90"],
+                capabilities=["sm_87", "sm_90"],  # default: [gpu-toolchains].default_capabilities
+                # toolchain="cuda12",             # default: [gpu-toolchains].default_toolchain
             )
 
             gpu_kernel(
                 name="matmul",
                 source="matmul.cu",
-                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>"],
+                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>", "matmul<double, 16>"],
                 {GpuKernelIncludeDirsField.alias}=["."],
+                {GpuKernelDefinesField.alias}=["TILE=16"],
             )
 
             # Owns the headers matmul.cu includes: the kernel's dependency on it is inferred.

@@ -175,6 +175,7 @@ def _link_modules(
                 params=list(k.params),
                 resources=resources_for(link_log, k.entry),
                 cooperative=k.cooperative,
+                c_types=k.c_types,
             )
             for k in stage.kernels
         ]

@@ -331,7 +331,8 @@ class KernelCache:
                         if ks.name == k
                     }
                 )
-                lines.append(f"    {k}: " + "; ".join(sigs))
+                # qualified, as `kernel()` accepts it whatever other libraries define
+                lines.append(f"    {lib.name}.{k}: " + "; ".join(sigs))
                 loaded = self._loader.origins.get(f"{lib.name}.{k}")
                 if loaded:
                     lines.append(f"      from {loaded}")

@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
 from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
+from gpu_compiler.cuda_cpp.param_types import PROBE_SOURCE, declared_param_types
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
 from gpu_compiler.sandbox import Sandbox
@@ -79,6 +80,8 @@ class CudaKernel:
     name: str
     entry: str
     params: List[str] = field(default_factory=list)
+    # declared C types, one per param (gpu_spec.c_types); None if they could not be read
+    c_types: Optional[List[str]] = None
 
 
 @dataclass
@@ -165,7 +168,47 @@ def compile_cuda_source(
     ptx_text, lowered, log = _run_nvrtc(program, source_path, capability, options, exprs)
     ptx_text = ptxmod.relativize_file_directives(ptx_text)
     kernels = _kernels(ptx_text, lowered, source_path)
+    by_entry = {low: e for e, low in lowered.items()}
+    declared = declared_param_types(
+        [(k.entry, by_entry.get(k.entry), len(k.params)) for k in kernels],
+        lambda probes: _probe_lowered_names(program, source_path, options, probes),
+    )
+    for k in kernels:
+        k.c_types = declared.get(k.entry)
     return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
+
+
+def _probe_lowered_names(
+    program: CudaProgramText, source_path: str, options: List[str], probes: List[str]
+) -> Optional[Dict[str, str]]:
+    """Lowered names of `probes` in the source plus the probe template
+    (`gpu_compiler.cuda_cpp.param_types`), front end only; None if NVRTC refuses it."""
+    from cuda.bindings import nvrtc
+
+    probe_program = CudaProgramText(program.source + PROBE_SOURCE, program.headers)
+    names = [n.encode("utf-8") for n, _ in probe_program.headers]
+    texts = [t for _, t in probe_program.headers]
+    (prog,) = _check(
+        nvrtc.nvrtcCreateProgram(
+            probe_program.source, source_path.encode("utf-8"), len(texts), texts, names
+        ),
+        "nvrtcCreateProgram",
+    )
+    try:
+        for e in probes:
+            _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
+        opts = [o.encode("utf-8") for o in options + ["-fdevice-syntax-only"]]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return None
+        out = {}
+        for e in probes:
+            err, name = nvrtc.nvrtcGetLoweredName(prog, e.encode("utf-8"))
+            if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and name:
+                out[e] = name.decode("utf-8") if isinstance(name, bytes) else str(name)
+        return out
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def _program_text(

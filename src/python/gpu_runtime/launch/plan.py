@@ -37,6 +37,7 @@ from gpu_runtime.launch.param_buffer import ParamBuffer
 from gpu_runtime.launch.params import PackedArgs, PackedValue, parse_param_type
 from gpu_runtime.launch.repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.launch.scalars import scalar_dtype
+from gpu_spec.c_types import c_scalar_dtype
 from gpu_spec.manifest.model import KernelSpec
 
 Extractor = Callable[[Any, Any], Tuple[Any, ...]]
@@ -235,14 +236,18 @@ def _pointer_part(value: Any) -> Optional[tuple]:
     return None
 
 
-def _c_arg(ptext: str, value: Any) -> Optional[tuple]:
-    """(codes, extractor) of one C parameter, or None if not fast-packable."""
+def _c_arg(ptext: str, value: Any, ctype: Optional[str] = None) -> Optional[tuple]:
+    """(codes, extractor) of one C parameter, or None if not fast-packable. A declared signed
+    integer (`int`, PTX `.u32`) packs signed, so that `struct` range-checks it as C declares it;
+    a declared pointer's arrays keep to the checked path's dtype through the pattern key."""
     pt = parse_param_type(ptext)
     if pt.is_array or (pt.kind == "f" and pt.bits == 16):
         return None
     if pt.kind == "f":
         return (["f" if pt.bits == 32 else "d"], _scalar)
-    code = _int_code("s" if pt.kind == "s" else "u", pt.bits)
+    declared = c_scalar_dtype(ctype) if ctype is not None else None
+    signed = pt.kind == "s" or (declared is not None and declared.startswith("int"))
+    code = _int_code("s" if signed else "u", pt.bits)
     if pt.bits == 64 and not isinstance(value, (int, np.integer)):
         if array_view(value) is not None:
             return ([code], _cai_pointer)
@@ -268,8 +273,9 @@ def _per_arg(kernel: KernelSpec, args: Sequence[Any]) -> Tuple[List[PackedValue]
             values.extend(vals)
             parts.append(part)
     else:
-        for ptext, value in zip(kernel.params or (), args):
-            parts.append(_c_arg(ptext, value))
+        params = kernel.params or ()
+        for ptext, ctype, value in zip(params, kernel.c_types or (None,) * len(params), args):
+            parts.append(_c_arg(ptext, value, ctype))
     return values, parts
 
 

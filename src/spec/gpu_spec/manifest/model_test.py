@@ -94,6 +94,30 @@ def test_load_manifest_bad_json(tmp_path):
         load_manifest(str(tmp_path / "nope.json"))
 
 
+def _matmul_float(d):
+    """The kernel dict of matmul<float, 16> (it records its declared C types)."""
+    (lib,) = (x for x in d["libraries"] if x["name"] == "matmul")
+    kernel = lib["variants"][0]["modules"][0]["kernels"][0]
+    assert kernel["name"] == "matmul<float, 16>"
+    return kernel
+
+
+def test_declared_c_types_are_read_and_optional():
+    """Manifests record c_types where the compiler wrote them; older kernels lack them."""
+    m = parse_manifest(json.loads(dumps_manifest(built())))
+    kernels = {k.name: k for k in m.library("matmul").variants[0].modules[0].kernels}
+    assert kernels["matmul<float, 16>"].c_types == (
+        "const float*",
+        "const float*",
+        "float*",
+        "int",
+        "int",
+        "int",
+    )
+    assert kernels["matmul<double, 16>"].c_types is None
+    assert "c_types" not in kernels["matmul<double, 16>"].to_dict()
+
+
 def _broken(mutate):
     data = copy.deepcopy(built())
     mutate(data)
@@ -180,6 +204,15 @@ def _broken(mutate):
             ].update(layout="K"),
             "layout",
         ),
+        (
+            lambda d: _matmul_float(d).update(c_types=["int"]),
+            "kernels[0].c_types: 1 declared types for 6 PTX parameters",
+        ),
+        (
+            lambda d: _matmul_float(d).update(c_types=["int", 4, "", "x", "y", "z"]),
+            "kernels[0].c_types: expected a C type string, got 4",
+        ),
+        (lambda d: _matmul_float(d).update(c_types="int"), "c_types: expected array"),
         (lambda d: d["files"].update({"x/../../y": "0" * 64}), "contains '..'"),
         (lambda d: d["files"].update({"extra/file.ptx": "0" * 64}), "is not used by any module"),
         (lambda d: d["files"].update({next(iter(d["files"])): "BAD"}), "not a lowercase sha256"),
