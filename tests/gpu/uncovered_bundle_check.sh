@@ -10,6 +10,9 @@
 # cache is then named by $GPU_RUNTIME_CACHE and the bundle's key trusted on the device
 # ($GPU_RUNTIME_TRUSTED_KEYS, read from the bundle's pinned-keys module), the same trust path.
 # 1. the compiler is really there: gpu_compiler through the same $GPU_RUNTIME_TOOLCHAIN;
+# The bundle's sm_80 PTX would run on sm_90 through the driver (signed code: that is allowed),
+# so the app is limited to cubins (GPU_RUNTIME_PREFER=cubin): an sm_80 cubin does not load on
+# sm_90, and nothing the bundle holds covers this GPU.
 # 2. control: the cache with no key trusted, the same compiler: the app JIT-compiles what the
 #    bundle lacks for sm_90 and runs (so the compiler would be used if trust allowed it);
 # 3. with the key trusted: exit 2, the one-line refusal ("never JIT-compiled"), and the JIT
@@ -33,7 +36,8 @@ PY
 echo "bundle key: $key"
 run_app() {  # run_app <jit cache dir> [env...]: the app on the bundle's cache with the compiler
   local jit=$1; shift
-  env "$@" GPU_RUNTIME_CACHE="$bundle/cache" GPU_RUNTIME_TOOLCHAIN="$(command -v python3)" \
+  env "$@" GPU_RUNTIME_CACHE="$bundle/cache" GPU_RUNTIME_PREFER=cubin \
+    GPU_RUNTIME_TOOLCHAIN="$(command -v python3)" \
     PYTHONPATH="$compiler_path" GPU_RUNTIME_JIT_CACHE="$jit" python3 "$app" 2>&1
 }
 cubins() { find "$1" -name '*.cubin' 2>/dev/null | wc -l; }
@@ -45,7 +49,8 @@ echo "=== 2. control: no key trusted: JIT-compiles for sm_90 and runs"
 out=$(run_app "$work/jit-control"); rc=$?
 printf '%s\n' "$out" | tail -n 3
 [ "$rc" = 0 ] || { echo "FAILED: the control run exited $rc"; failed=1; }
-echo "JIT cache cubins (control): $(cubins "$work/jit-control")"
+n=$(cubins "$work/jit-control"); echo "JIT cache cubins (control): $n"
+[ "$n" -gt 0 ] || { echo "FAILED: the control compiled nothing: the check would prove nothing"; failed=1; }
 
 echo "=== 3. the bundle's key trusted: refused, nothing compiled"
 out=$(run_app "$work/jit" GPU_RUNTIME_TRUSTED_KEYS="$key"); rc=$?
