@@ -84,7 +84,32 @@ def _toolchain_dirs() -> List[str]:
         pass
     dirs += [os.path.dirname(os.path.abspath(__file__))]  # gpu_compiler
     dirs += [os.path.dirname(os.path.abspath(gpu_spec.__file__))]
+    dirs += _numba_toolkit_dirs()
     return _both_forms(dirs)
+
+
+def _numba_toolkit_dirs() -> List[str]:
+    """The CUDA toolkit directories numba-cuda reads while compiling (libdevice, NVVM, headers),
+    where they are not in site-packages: JIT mode's compiler on a machine whose numba-cuda uses
+    a system CUDA (e.g. /usr/local/cuda/nvvm/libdevice). They are the toolchain, not inputs.
+    (The pinned toolchains take them from NVIDIA's wheels, already allowed as site-packages.)"""
+    if "numba.cuda" not in sys.modules:  # not a numba compile: nothing of numba's to read
+        return []
+    try:
+        from numba.cuda.cuda_paths import get_cuda_paths
+
+        found = get_cuda_paths()
+    except Exception:  # pragma: no cover - numba-cuda without it: the wheels' layout only
+        return []
+    dirs: List[str] = []
+    for key in ("libdevice", "nvvm", "include_dir"):
+        try:
+            path = found[key][1]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if isinstance(path, str) and path and os.path.exists(path):
+            dirs.append(path if os.path.isdir(path) else os.path.dirname(path))
+    return dirs
 
 
 def _both_forms(paths: Iterable[str]) -> List[str]:
