@@ -89,10 +89,11 @@ def _toolchain_dirs() -> List[str]:
 
 
 def _numba_toolkit_dirs() -> List[str]:
-    """The CUDA toolkit directories numba-cuda reads while compiling (libdevice, NVVM, headers),
-    where they are not in site-packages: JIT mode's compiler on a machine whose numba-cuda uses
-    a system CUDA (e.g. /usr/local/cuda/nvvm/libdevice). They are the toolchain, not inputs.
-    (The pinned toolchains take them from NVIDIA's wheels, already allowed as site-packages.)"""
+    """The CUDA toolkit directories numba-cuda reads while compiling (libdevice, NVVM), where
+    they are not in site-packages: JIT mode's compiler on a machine whose numba-cuda uses a
+    system CUDA (e.g. /usr/local/cuda/nvvm/libdevice). They are the toolchain, not inputs. (The
+    pinned toolchains take them from NVIDIA's wheels, already allowed as site-packages.) Not
+    the toolkit's include directory: a linked `.cu` file's headers are inputs."""
     if "numba.cuda" not in sys.modules:  # not a numba compile: nothing of numba's to read
         return []
     try:
@@ -102,7 +103,7 @@ def _numba_toolkit_dirs() -> List[str]:
     except Exception:  # pragma: no cover - numba-cuda without it: the wheels' layout only
         return []
     dirs: List[str] = []
-    for key in ("libdevice", "nvvm", "include_dir"):
+    for key in ("libdevice", "nvvm"):
         try:
             path = found[key][1]
         except (KeyError, IndexError, TypeError):
