@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import struct
@@ -39,7 +38,14 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build_testutil.pants_harness import PantsRun, base_env, copy_checkout, repo_root, run_pants
+from gpu_build_testutil.pants_harness import (
+    PantsRun,
+    base_env,
+    copy_checkout,
+    find_cpython,
+    repo_root,
+    run_pants,
+)
 
 PLUGIN_WHEEL = "gpu_build-0.1.0-py3-none-any.whl"
 RUNTIME_WHEEL = "gpu_runtime-0.1.0-py3-none-any.whl"
@@ -196,22 +202,8 @@ def write_repo(repo: Path, find_links: Path) -> None:
 
 def app_pythons() -> dict[str, str]:
     """A CPython for each of 3.10, 3.11 and 3.12 found (the app's interpreter constraints)."""
-    path = base_env()["PATH"]
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found: dict[str, str] = {}
-    for minor in ("3.10", "3.11", "3.12"):
-        candidates = [shutil.which(f"python{minor}", path=path)]
-        candidates += [str(p) for p in sorted(pyenv.glob(f"{minor}.*/bin/python3"))]
-        for python in filter(None, candidates):
-            probe = subprocess.run(
-                [python, "-c", f"import sys; assert sys.version.startswith('{minor}.')"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            if probe.returncode == 0:
-                found[minor] = python
-                break
-    assert found, f"no CPython 3.10-3.12 on PATH or in {pyenv}"
+    found = {minor: python for minor in ("3.10", "3.11", "3.12") if (python := find_cpython(minor))}
+    assert found, "no CPython 3.10-3.12 on PATH or under PYENV_ROOT"
     return found
 
 

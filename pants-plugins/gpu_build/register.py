@@ -22,19 +22,31 @@ def target_types():
     return [GpuKernelTarget, DeployBundleTarget]
 
 
-def rules():
+def kernel_rules():
+    """The `gpu_kernel` half: toolchains, compiles, dependency inference, JIT mode's index.
+    Tests of that half install these alone: the bundle half needs Pants' pex_binary rules."""
     return [
         *toolchain.rules(),
         *compile_kernel.rules(),
         *dependency_inference.rules(),
         *package_kernel.rules(),
+        *jit_index.rules(),
+    ]
+
+
+def bundle_rules():
+    """The `deploy_bundle` half: the app PEX, kernels, cache/, signature, archive, run, deploy."""
+    return [
         *bundle_kernels.rules(),
         *bundle_pex.rules(),
         *bundle_signing.rules(),
         *bundle_cache.rules(),
         *bundle_archive.rules(),
         *package_bundle.rules(),
-        *jit_index.rules(),
         *run_bundle.rules(),
         *deploy.rules(),
     ]
+
+
+def rules():
+    return [*kernel_rules(), *bundle_rules()]

@@ -22,7 +22,13 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
-from gpu_spec.capabilities import min_ptx_isa, parse_capability, sort_capabilities
+from gpu_spec.capabilities import (
+    MAX_REGISTERS_PER_THREAD,
+    check_max_registers,
+    min_ptx_isa,
+    parse_capability,
+    sort_capabilities,
+)
 from gpu_spec.errors import SpecError
 from gpu_spec.versions import is_version, parse_version
 
@@ -34,9 +40,9 @@ class GpuKernelSourceField(SingleSourceField):
     expected_file_extensions: ClassVar[tuple[str, ...]] = NUMBA_EXTENSIONS + CUDA_CPP_EXTENSIONS
     help = help_text(
         """
-        The kernel source: a `.py` file of numba-cuda kernels, which declares the signatures to
-        compile in a module-level `AOT_SIGNATURES` dict, or a `.cu` file of CUDA C++ compiled
-        with NVRTC.
+        The kernel source: a `.py` file of numba-cuda kernels, whose signatures are eager
+        (`@cuda.jit("void(float32[::1])")`, a list of them, or numba type objects) or listed in
+        a module-level `AOT_SIGNATURES` dict, or a `.cu` file of CUDA C++ compiled with NVRTC.
         """
     )
 
@@ -46,7 +52,8 @@ class GpuKernelCapabilitiesField(StringSequenceField):
     help = help_text(
         """
         Compute capabilities to compile for, e.g. `["sm_87", "sm_90"]`. Each gets its own PTX
-        and cubin. Defaults to `[gpu-toolchains].default_capabilities`.
+        and cubin, all from one compile process of the source. Defaults to
+        `[gpu-toolchains].default_capabilities`.
         """
     )
 
@@ -118,7 +125,24 @@ class GpuKernelLineInfoField(BoolField):
 class GpuKernelMaxRegistersField(IntField):
     alias = "max_registers"
     valid_numbers = ValidNumbers.positive_only
-    help = "Cap the registers per thread (NVRTC `--maxrregcount`, nvJitLink `-maxrregcount`)."
+    help = help_text(
+        f"""
+        Cap the registers per thread (NVRTC `--maxrregcount`, nvJitLink `-maxrregcount`), from
+        1 to {MAX_REGISTERS_PER_THREAD} (what a thread can have on every supported GPU).
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[int], address: Address) -> Optional[int]:
+        value = super().compute_value(raw_value, address)
+        if value is not None:
+            try:
+                check_max_registers(value)
+            except SpecError as e:
+                raise InvalidFieldException(
+                    f"The `{cls.alias}` field in target {address}: {e}."
+                ) from None
+        return value
 
 
 class GpuKernelDefinesField(StringSequenceField):
@@ -223,39 +247,64 @@ class GpuKernelTarget(Target):
         f"""
         GPU kernels compiled ahead of time to PTX and cubin for each compute capability.
 
-        Each (source, capability) compile is a hermetic, cached Pants process that runs the
-        pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA).
-        `pants package` writes `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry
-        names, signatures, argument ABI, PTX ISA and minimum driver, toolchain versions,
-        register and shared-memory use) under `dist/`.
+        One hermetic, cached Pants process per source compiles it for all its capabilities
+        (`python -m gpu_compiler compile --capability sm_87 --capability sm_90 ...`), running
+        the pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA), so
+        numba's start-up is paid once per source; `[gpu-toolchains].batch_capabilities = false`
+        gives one process per (source, capability) instead. `pants package` writes
+        `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry names, signatures,
+        argument ABI, declared C parameter types, PTX ISA and minimum driver, toolchain
+        versions, register and shared-memory use) under `dist/`.
 
-        A numba-cuda source declares what to compile next to its kernels:
+        A numba-cuda (`.py`) source is imported with no GPU; each kernel is compiled for the
+        signatures it states, in any of the forms numba's documentation writes:
 
-            from numba import cuda
+            from numba import cuda, float32, void
+            from numba.cuda import types
+            from numba.cuda.random import xoroshiro128p_type
 
-            @cuda.jit
+            @cuda.jit("void(float32[::1], float32, float32[::1], float32[::1])")  # eager string
             def saxpy(out, a, x, y):
                 i = cuda.grid(1)
                 if i < out.size:
                     out[i] = a * x[i] + y[i]
 
+            @cuda.jit(["void(uint8[::1], uint32[::1])", "void(uint8[:], uint32[::1])"])  # list
+            def histogram(data, bins): ...
+
+            @cuda.jit(types.void(types.CPointer(types.uint8), types.uint32))  # type objects
+            def add_one(x, n): ...
+
+            @cuda.jit  # lazy: compiled for what AOT_SIGNATURES names
+            def compute_pi(rng_states, out): ...
+
             AOT_SIGNATURES = {{
-                "saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"],
+                # strings, or numba type objects (records and pointers have no string form)
+                "compute_pi": [void(xoroshiro128p_type[::1], float32[::1])],
             }}
 
-        BUILD:
+        Kernels may also call `cuda.declare_device(..., link="functions.cu")` or use
+        `@cuda.jit(link=[...])`: the linked `.cu`/`.ptx` files are compiled and linked in the
+        same process and inferred as dependencies. A CUDA C++ (`.cu`) source is compiled by
+        NVRTC: `extern "C" __global__` kernels are found by name, templates are instantiated
+        through `{GpuKernelNameExpressionsField.alias}`.
+
+        BUILD (`./pants package path/to:saxpy`; a `deploy_bundle` collects kernels for
+        devices):
 
             gpu_kernel(
                 name="saxpy",
                 source="saxpy.py",
-                capabilities=["sm_87", "sm_90"],
+                capabilities=["sm_87", "sm_90"],  # default: [gpu-toolchains].default_capabilities
+                # toolchain="cuda12",             # default: [gpu-toolchains].default_toolchain
             )
 
             gpu_kernel(
                 name="matmul",
                 source="matmul.cu",
-                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>"],
+                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>", "matmul<double, 16>"],
                 {GpuKernelIncludeDirsField.alias}=["."],
+                {GpuKernelDefinesField.alias}=["TILE=16"],
             )
 
             # Owns the headers matmul.cu includes: the kernel's dependency on it is inferred.
@@ -399,6 +448,27 @@ class DeployBundleArchiveField(StringField):
     )
 
 
+class DeployBundleInitCudaAtStartField(BoolField):
+    alias = "init_cuda_at_start"
+    default = True
+    help = help_text(
+        """
+        Whether the bundle's launcher (`<bundle>/app`, written for a `pex_binary` with
+        `execution_mode="venv"`) starts CUDA before the app's first line: a thread calls cuInit
+        and retains device 0's primary context, which is what gpu_runtime's first use does, so
+        that the driver's set-up (about 0.25 s on an H200) runs while the app imports numpy and
+        gpu_runtime instead of after. `app.pex` run by `python3` is not affected.
+
+        Set it to `False` for an app that forks processes which use the GPU (the "fork" start
+        method of `multiprocessing`, the default on Linux before Python 3.14): a child forked
+        from a process where CUDA is initialised cannot use CUDA, and gpu_runtime's error in
+        the child says so. Also for an app that chooses its GPU by setting
+        `CUDA_VISIBLE_DEVICES` in its own code, or that uses another device than 0. On the
+        device, `GPU_BUNDLE_INIT_CUDA=0` (or `1`) overrides this field for one run.
+        """
+    )
+
+
 class DeployBundleOutputPathField(OutputPathField):
     help = help_text(
         f"""
@@ -446,6 +516,7 @@ class DeployBundleTarget(Target):
         DeployBundleDriverVersionField,
         DeployBundleCompletePlatformsField,
         DeployBundleArchiveField,
+        DeployBundleInitCudaAtStartField,
         DeployBundleOutputPathField,
         DeployBundleDestinationField,
         DeployBundleSshPortField,

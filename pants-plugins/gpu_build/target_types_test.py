@@ -263,6 +263,14 @@ def test_max_registers_positive(rule_runner: RuleRunner) -> None:
         kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=0)')
 
 
+def test_max_registers_at_most_what_a_thread_can_have(rule_runner: RuleRunner) -> None:
+    with pytest.raises(ExecutionError) as e:
+        kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=100000)')
+    message = error_message(e)
+    assert "src:k" in message and "max_registers=100000" in message and "1 to 255" in message
+    assert kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=255)')
+
+
 # -----------------------------------------------------------------------------------------------
 # deploy_bundle
 
@@ -377,3 +385,23 @@ def test_every_field_and_target_has_help(target_type: type[Target]) -> None:
         assert isinstance(text(field.help), str) and text(field.help).strip(), field.alias
     aliases = [f.alias for f in target_type.core_fields]
     assert len(aliases) == len(set(aliases)), aliases
+
+
+def test_gpu_kernel_help_shows_every_kernel_form_and_the_process_model() -> None:
+    """`pants help gpu_kernel` is where users look first: every signature form the compiler
+    takes, and one process per source (not per capability)."""
+    help_value = GpuKernelTarget.help
+    text = help_value() if callable(help_value) else help_value
+    for form in (
+        '@cuda.jit("void(float32[::1], float32, float32[::1], float32[::1])")',  # eager string
+        '@cuda.jit(["void(uint8[::1], uint32[::1])", "void(uint8[:], uint32[::1])"])',  # a list
+        "types.CPointer(types.uint8)",
+        "xoroshiro128p_type[::1]",
+        "AOT_SIGNATURES = {",
+        "cuda.declare_device",
+        "name_expressions=",
+        "One hermetic, cached Pants process per source compiles it for all its capabilities",
+        "[gpu-toolchains].batch_capabilities = false",
+    ):
+        assert form in text, form
+    assert "Each (source, capability) compile is" not in text

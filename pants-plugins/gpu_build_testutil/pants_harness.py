@@ -81,6 +81,24 @@ def base_env() -> dict[str, str]:
     return env
 
 
+def find_cpython(minor: str) -> Optional[str]:
+    """A CPython `minor` ("3.12") on base_env()'s PATH or under PYENV_ROOT, checked by running it
+    (a pyenv shim may exist yet fail); None if there is none."""
+    path = base_env()["PATH"]
+    pyenv = os.path.join(os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")), "versions")
+    candidates = [shutil.which(f"python{minor}", path=path)]
+    candidates += sorted(glob.glob(os.path.join(pyenv, f"{minor}.*", "bin", "python3")))
+    for python in filter(None, candidates):
+        probe = subprocess.run(
+            [python, "-c", f"import sys; assert sys.version.startswith('{minor}.')"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if probe.returncode == 0:
+            return python
+    return None
+
+
 def copy_checkout(source: StrPath, dest: StrPath) -> str:
     """Makes dest's tracked and untracked-but-not-ignored files those of source's working tree:
     copies them as they are on disk and removes those deleted there. Returns dest."""

@@ -37,18 +37,23 @@ SAXPY = "src/python/imaging/kernels/saxpy.py"
 
 
 def fresh_processes(runs: int) -> list[float]:
-    """Walls of `runs` fresh `python -m gpu_compiler compile` processes: saxpy.py for sm_90."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    """Walls of `runs` fresh `python -m gpu_compiler compile` processes: saxpy.py for sm_90,
+    after one untimed run. As Pants runs a compile: from a clean environment, so bytecode
+    caching is on whatever this shell sets (PYTHONDONTWRITEBYTECODE would make every process
+    compile numba from source, which no build process does), and with the .pyc in place."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     out = tempfile.mkdtemp(prefix="fresh-compile-")
     walls = []
     try:
-        for i in range(runs):
+        for i in range(-1, runs):
             argv = [sys.executable, "-m", "gpu_compiler", "compile", "--source", SAXPY]
             argv += ["--capability", "sm_90", "--sys-path", "src/python"]
             argv += ["--out-dir", os.path.join(out, str(i))]
             start = time.perf_counter()
             subprocess.run(argv, env=env, check=True)
-            walls.append(time.perf_counter() - start)
+            if i >= 0:
+                walls.append(time.perf_counter() - start)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return walls

@@ -28,7 +28,7 @@ import numpy as np
 from gpu_runtime.driver.devarray import DeviceArray
 from gpu_runtime.driver.device import CudaBackend, DeviceInfo
 from gpu_runtime.launch.plan import pattern_key
-from gpu_spec.conftest import library_specs, write_bundle
+from gpu_spec.conftest import MATMUL_WITH_LD, library_specs, write_bundle
 
 try:
     from cuda.bindings import driver as _real_driver
@@ -85,10 +85,16 @@ def timed(go: Callable[[], Any], calls: int, runs: int) -> float:
 def cases(root: str) -> Dict[str, Callable[[], Any]]:
     import gpu_runtime
 
-    cache = gpu_runtime.open_cache(
-        write_bundle(root, library_specs(["saxpy"], caps=["sm_90"])), backend=NullBackend()
-    )
+    matmul = ("src/python/imaging/kernels/matmul.cu", "cuda_cpp", MATMUL_WITH_LD)
+    specs = library_specs(["saxpy", "matmul"], caps=["sm_90"], extra={"matmul": matmul})
+    cache = gpu_runtime.open_cache(write_bundle(root, specs), backend=NullBackend())
     k = cache.kernel("saxpy")
+    ld = cache.kernel("matmul_ld<float, 16>")
+    i16 = np.int32(16)
+    out_ld = device_array((256,), 0x7F0000200000)
+    # runtime_bench.py's 10 arguments: a, lda, b, ldb, c, ldc, m, n, k, alpha
+    ld_args: tuple = (out_ld, i16, out_ld, i16, out_ld, i16, i16, i16, i16, np.float32(1.0))
+    ld.launch((1, 1), (16, 16), *ld_args)
     out, x = device_array((1024,), 0x7F0000000000), device_array((1024,), 0x7F0000100000)
     a = np.float32(2.0)
     args = (out, a, x, x)
@@ -100,6 +106,9 @@ def cases(root: str) -> Dict[str, Callable[[], Any]]:
     return {
         "gpu_runtime k.launch(4, 256, out, f32, x, x)": lambda: k.launch(4, 256, out, a, x, x),
         "gpu_runtime k[4, 256](out, f32, x, x)": lambda: k[4, 256](out, a, x, x),
+        "gpu_runtime matmul_ld.launch((1, 1), (16, 16), 10 args)": lambda: ld.launch(
+            (1, 1), (16, 16), *ld_args
+        ),
         "  pattern_key(args) alone": lambda: pattern_key(args),
         "  plan.repack(args) alone (what a repeat launch packs with)": lambda: plan.repack(args),
         "  plan.pack(args, cais) alone (after a pattern key)": lambda: plan.pack(args, cais),

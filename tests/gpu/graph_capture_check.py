@@ -7,7 +7,7 @@ Run on the GPU machine with the bundle's own PEX (its gpu_runtime, cuda-bindings
 
 (or `PYTHONPATH=src/python:src/spec python3 tests/gpu/graph_capture_check.py <cache>`).
 
-blur -> sobel -> histogram, saxpy and matmul, with inputs built as src/python/imaging/app.py
+blur -> sobel -> histogram, saxpy, matmul and matmul_ld (10 arguments), with inputs built as src/python/imaging/app.py
 builds them, are launched directly on a created stream, then captured into one graph (with the
 histogram's zeroing as a captured memset) and replayed: the replay must equal the direct run
 exactly and numpy within the app's tolerances; then new inputs are copied into the same device
@@ -50,6 +50,7 @@ class Pipeline:
             (K, N), np.float32
         )
         self.c = DeviceArray.empty((M, N), np.float32)
+        self.c_ld = DeviceArray.empty((M, N), np.float32)  # matmul_ld: its top-left block, 0.5 AB
 
     def upload(self, seed: int) -> Dict[str, np.ndarray]:
         """New inputs (as app.py draws them), copied into the same device arrays."""
@@ -85,17 +86,24 @@ class Pipeline:
         k("matmul<float, 16>").launch(
             (cdiv(N, TILE), cdiv(M, TILE)), (TILE, TILE), self.a, self.b, self.c, *mdims, stream=s
         )
+        hm, hn = M // 2, N // 2
+        ld = (self.a, np.int32(K), self.b, np.int32(N), self.c_ld, np.int32(N))
+        shape = (np.int32(hm), np.int32(hn), np.int32(K), np.float32(0.5))
+        grid = (cdiv(hn, TILE), cdiv(hm, TILE))
+        k("matmul_ld<float, 16>").launch(grid, (TILE, TILE), *ld, *shape, stream=s)
 
     def poison(self) -> None:
         """Overwrite every output, so a replay that ran nothing cannot pass."""
-        for arr in (self.blurred, self.edges, self.out, self.c):
+        for arr in (self.blurred, self.edges, self.out, self.c, self.c_ld):
             arr.copy_from_numpy(np.full(arr.shape, np.nan, np.float32))
         self.bins.copy_from_numpy(np.full(256, 7, np.uint32))
 
     def outputs(self) -> Dict[str, np.ndarray]:
         self.stream.synchronize()
-        names = ("blurred", "edges", "bins", "out", "c")
-        return {n: getattr(self, n).to_numpy(stream=self.stream) for n in names}
+        names = ("blurred", "edges", "bins", "out", "c", "c_ld")
+        got = {n: getattr(self, n).to_numpy(stream=self.stream) for n in names}
+        got["c_ld"] = got["c_ld"][: M // 2, : N // 2]  # what matmul_ld writes
+        return got
 
 
 def against_numpy(
@@ -108,6 +116,7 @@ def against_numpy(
         ("histogram", np.array_equal(got["bins"], np.bincount(host["quantized"], minlength=256))),
         ("saxpy", np.allclose(got["out"], 2.5 * host["x"] + host["y"], rtol=1e-5, atol=1e-5)),
         ("matmul", np.allclose(got["c"], want_c, rtol=1e-4, atol=1e-4)),
+        ("matmul_ld", np.allclose(got["c_ld"], 0.5 * want_c[: M // 2, : N // 2], 1e-4, 1e-4)),
     ]
 
 
@@ -147,7 +156,7 @@ def main(argv: List[str]) -> int:
 
 
 def timings(pipe: Pipeline, graph: gpu_runtime.Graph, reps: int = 200) -> None:
-    """Informative only: host time to queue the 5 launches + memset, directly and as a graph."""
+    """Informative only: host time to queue the 6 launches + memset, directly and as a graph."""
     for what, go in (("direct launches", pipe.launch_all), ("graph replay", graph.launch)):
         pipe.stream.synchronize()
         start = time.perf_counter()

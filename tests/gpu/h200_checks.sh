@@ -5,7 +5,9 @@
 #   tests/gpu/h200_checks.sh dist/imaging_h200 dist/imaging_orin/cache
 #
 # 1. the H200 bundle's app (pipeline vs numpy) and its self-test (every kernel and signature of
-#    the manifest, from cubin and from PTX, against numpy);
+#    the manifest, from cubin and from PTX, against numpy); the same app through the bundle's
+#    launcher (`app`: a venv of app.pex made on the first run, used as it is on the second),
+#    and a child forked after the launcher or the app started CUDA (the error that says so);
 # 2. the same bundle with every cubin deleted: it runs from PTX (driver JIT);
 # 3. a cache holding only sm_87 cubins (the Orin bundle's, PTX deleted): the clear error;
 #    the Orin cache as built (sm_87 cubin + PTX ISA 8.5) runs on sm_90 from its PTX;
@@ -30,6 +32,18 @@ step "1a. H200 bundle app (cubin)"
 must python3 "$bundle/app.pex" -v
 step "1b. self-test: every kernel, cubin and PTX"
 must python3 "$bundle/app.pex" --self-test --modes cubin,ptx
+
+step "1c. the bundle's launcher: first run makes the venv, the second starts from it"
+must env GPU_BUNDLE_VENVS="$work/venvs" "$bundle/app"
+must env GPU_BUNDLE_VENVS="$work/venvs" "$bundle/app" --self-test
+ls "$work/venvs"
+step "1d. the launcher starts CUDA before the app: a forked child is told why it cannot use it"
+fork_check=$(dirname "$0")/fork_check.py
+must env GPU_BUNDLE_VENVS="$work/venvs" PEX_INTERPRETER=1 "$bundle/app" "$fork_check" launcher-started
+must env GPU_BUNDLE_VENVS="$work/venvs" PEX_INTERPRETER=1 GPU_BUNDLE_INIT_CUDA=0 \
+  "$bundle/app" "$fork_check" parent-used
+must env GPU_BUNDLE_VENVS="$work/venvs" PEX_INTERPRETER=1 GPU_BUNDLE_INIT_CUDA=0 \
+  "$bundle/app" "$fork_check" none
 
 step "2. cubins removed: runs from PTX"
 cp -r "$bundle" "$work/ptx_only" && find "$work/ptx_only/cache" -name '*.cubin' -delete

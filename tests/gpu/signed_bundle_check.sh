@@ -7,7 +7,7 @@
 #     ./pants package src/python/imaging:imaging_h200
 #   tests/gpu/signed_bundle_check.sh dist/imaging_h200                          # on the H200
 #
-# 1. the bundle is signed and its public key is pinned into app.pex (PEX-INFO inject_env);
+# 1. the bundle is signed and its public key is pinned into app.pex (gpu_bundle_pinned_keys.py);
 # 2. `python -m gpu_runtime verify` from the PEX: every file and the signature check out;
 # 3. the app runs with its key pinned (pipeline vs numpy, then the self-test);
 # 4. one cubin replaced by another real cubin and its sha256 fixed in manifest.json: the app
@@ -38,7 +38,7 @@ step "1. signed, key pinned into app.pex"
 cat "$bundle/cache/manifest.json.sig" || failed=1
 python3 - "$bundle/app.pex" <<'PY' || failed=1
 import json, sys, zipfile
-keys = json.loads(zipfile.ZipFile(sys.argv[1]).read("PEX-INFO"))["inject_env"]["GPU_RUNTIME_PINNED_KEYS"]
+keys = zipfile.ZipFile(sys.argv[1]).read("gpu_bundle_pinned_keys.py").decode()
 print("pinned:", keys)
 PY
 

@@ -2,7 +2,8 @@
 
 - `package` with `[gpu-bundle-signing].key_file` (a key made by `openssl genpkey` outside the
   repo) writes `cache/manifest.json.sig`, which OpenSSL accepts for the manifest's exact bytes;
-  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its environment.
+  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its code
+  (`gpu_bundle_pinned_keys.py`), not in its environment.
 - A key file inside the repository is refused.
 - Two `deploy_bundle`s that would write one dist/ path are refused before anything is built,
   naming both.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -95,11 +97,18 @@ def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None
     assert sig["key_id"] == hashlib.sha256(bytes.fromhex(checkout.public_hex)).hexdigest()[:16]
     app = bundle / "app.pex"
     listed = json.loads(manifest.read_text())["bundle_files"]
-    assert listed == {"app.pex": hashlib.sha256(app.read_bytes()).hexdigest()}
+    launcher = bundle / "app"
+    assert listed == {
+        "app.pex": hashlib.sha256(app.read_bytes()).hexdigest(),
+        "app": hashlib.sha256(launcher.read_bytes()).hexdigest(),
+    }
     with zipfile.ZipFile(app) as zf:
         pex_info = json.loads(zf.read("PEX-INFO"))
         assert any(n.startswith(".deps/cryptography-") for n in zf.namelist())
-    assert pex_info["inject_env"]["GPU_RUNTIME_PINNED_KEYS"] == checkout.public_hex
+        pinned = zf.read("gpu_bundle_pinned_keys.py").decode()
+    # The key is part of the app's code, not of its environment (which could remove it).
+    assert f"PINNED_KEYS = (\n    {checkout.public_hex!r},\n)" in pinned
+    assert "GPU_RUNTIME_PINNED_KEYS" not in pex_info.get("inject_env", {})
 
 
 def test_a_key_inside_the_repo_is_refused(checkout: Checkout) -> None:
@@ -158,7 +167,9 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
         assert sent, first.stdout
         total = sum(1 for p in (dest / "current").rglob("*") if p.is_file())
-        assert int(sent.group(1)) == total == 17  # app.pex, 14 kernel files, manifest, sig
+        # app.pex, its launcher, 14 kernel files, the manifest and its signature
+        assert int(sent.group(1)) == total == 18
+        assert os.access(dest / "current" / "app", os.X_OK)  # the launcher stays executable
         saxpy.write_text(original.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))
         second = run_pants(
             checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None
@@ -168,13 +179,15 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files", out)
         assert sent, out
         # Exactly the files whose bytes changed went: saxpy's PTX and cubin, the manifest and its
-        # signature (and app.pex when the app carries the kernel sources); nothing of the others.
+        # signature (and app.pex when the app carries the kernel sources, and so its launcher,
+        # which names the PEX's sha256); nothing of the others.
         old, new = tree(dest / "previous"), tree(dest / "current")
         changed = sorted(p for p in new if old.get(p) != new[p])
         assert int(sent.group(1)) == len(changed), (changed, out)
         saxpy_files = [p for p in changed if p.startswith("cache/saxpy/")]
         assert len(saxpy_files) == 2, changed
         assert set(changed) - set(saxpy_files) <= {
+            "app",
             "cache/manifest.json",
             "cache/manifest.json.sig",
             "app.pex",

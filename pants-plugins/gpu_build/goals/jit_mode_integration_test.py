@@ -4,7 +4,11 @@
   the kernels it depends on are in its PEX, and it stops at a clear "no CUDA driver" error, not
   at "no cache found";
 - `pants run` of a `deploy_bundle` runs the app from the packaged bundle (its PEX beside its
-  `cache/`), strict, and stops at the same driver error.
+  `cache/`), strict, by an interpreter Pants resolves, and stops at the same driver error: the
+  example H200 bundle (CPython 3.12 from the search path, whatever `python3.12` is on PATH) and
+  a bundle for this machine's interpreters;
+- `pants run` of the Orin bundle (aarch64, CPython 3.10) is refused in one line, before anything
+  is built.
 """
 
 from __future__ import annotations
@@ -77,3 +81,19 @@ def test_pants_run_of_a_bundle_runs_it_from_the_package(repo: Path) -> None:
     assert "/imaging_local/cache" in run.stdout
     assert "JIT fallback" not in run.stdout  # strict: nothing the bundle lacks is compiled
     assert "error: no CUDA driver" in run.stderr
+
+
+def test_pants_run_of_the_example_h200_bundle_resolves_its_cpython(repo: Path) -> None:
+    run = run_pants(repo, ["run", f"{APP}:imaging_h200"], local_store=None)
+    assert run.returncode == 2, run.summary()
+    assert "<KernelCache of bundle 'imaging_h200'" in run.stdout
+    assert "error: no CUDA driver" in run.stderr
+
+
+def test_pants_run_of_a_bundle_for_another_machine_is_refused(repo: Path) -> None:
+    run = run_pants(repo, ["run", f"{APP}:imaging_orin"], local_store=None)
+    assert run.returncode != 0, run.summary()
+    assert "built for aarch64 / CPython 3.10 (3rdparty/platforms/jetson_orin_cp310.json)" in (
+        run.stderr
+    ), run.summary()
+    assert "Compile " not in run.stderr  # refused before anything was built

@@ -7,6 +7,7 @@ Like Pants' `archive` target, a package made of other packages. This rule ties t
 - bundle_signing.py: the public keys pinned into the app, and the manifest's signature;
 - bundle_pex.py: the `pex_binary`'s PEX, rebuilt for the device's complete platforms (beside the
   kernel compiles);
+- bundle_launcher.py: `<bundle>/app`, which runs the PEX from a venv of it made on first use;
 - bundle_cache.py: the kernels compiled into `cache/`, with `cache/manifest.json` listing every
   file with its sha256, the PEX's too;
 - bundle_archive.py: the whole bundle as a reproducible `.tar.gz`, when `archive` asks for one.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import UnparsedAddressInputs
-from pants.engine.fs import Digest, MergeDigests
+from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets, Targets
 from pants.engine.unions import UnionRule
@@ -37,6 +38,12 @@ from gpu_build.util_rules.bundle_cache import (
 )
 from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.bundle_kernels import BundleKernels, BundleKernelsRequest
+from gpu_build.util_rules.bundle_launcher import (
+    is_venv_mode,
+    launcher_name,
+    launcher_script,
+    sha256_hex,
+)
 from gpu_build.util_rules.bundle_outputs import check_output_clash
 from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 from gpu_build.util_rules.bundle_signing import (
@@ -66,14 +73,24 @@ async def package_deploy_bundle(
         Get(DevicePex, DevicePexRequest(field_set, binary, pins.keys)),
         Get(BundleCompiles, BundleCompilesRequest(field_set, tuple(kernels))),
     )
+    launcher = launcher_name(pex.filename) if is_venv_mode(binary) else None
+    files = {pex.filename: pex.sha256}
+    launcher_files = []
+    if launcher is not None:
+        script = launcher_script(
+            pex.filename, pex.sha256, init_cuda=field_set.init_cuda_at_start.value
+        )
+        files[launcher] = sha256_hex(script)
+        launcher_files.append(FileContent(f"{output_dir}/{launcher}", script, is_executable=True))
+    launcher_digest = await Get(Digest, CreateDigest(launcher_files))
+    app_files = FrozenDict(files)
     cache = await Get(
-        KernelCache,
-        KernelCacheRequest(
-            field_set, tuple(kernels), compiles, FrozenDict({pex.filename: pex.sha256})
-        ),
+        KernelCache, KernelCacheRequest(field_set, tuple(kernels), compiles, app_files)
     )
     signature = await Get(ManifestSignature, SignManifestRequest(cache.digest, cache.manifest_path))
-    bundle = await Get(Digest, MergeDigests([pex.digest, cache.digest, signature.digest]))
+    bundle = await Get(
+        Digest, MergeDigests([pex.digest, launcher_digest, cache.digest, signature.digest])
+    )
 
     capabilities = ", ".join(field_set.capabilities.value or ())
     signed = f"signed by key {signature.key_id}" if signature.key_id else "unsigned"
@@ -81,7 +98,8 @@ async def package_deploy_bundle(
         BuiltPackageArtifact(
             output_dir,
             extra_log_lines=(
-                f"  {pex.filename} + {cache.file_count} kernel files for {capabilities} "
+                f"  {pex.filename}{f', its launcher {launcher}' if launcher else ''} + "
+                f"{cache.file_count} kernel files for {capabilities} "
                 f"(driver {field_set.driver_version.value}); {signed}, "
                 f"{len(pins.keys)} key(s) pinned",
             ),

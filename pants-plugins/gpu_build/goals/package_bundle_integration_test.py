@@ -9,6 +9,9 @@
 - A CUDA 13 build for a CUDA 12.6 driver is refused, naming the bundle, the kernel and the fix.
 - Each bundle compiles each kernel source in one process per toolchain, for the kernel target's
   whole capability list (the processes `pants package` on the kernels runs), though it ships one.
+- The H200 bundle's launcher (`app`) records pex's venv of its PEX on the first run, starts the
+  app from it after, and refuses a PEX that is not the one it was built with (CPython 3.12 of
+  this machine, no GPU).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +28,12 @@ from typing import Iterator
 
 import pytest
 
+from gpu_build.util_rules.bundle_launcher import TAMPERED_EXIT
 from gpu_build_testutil.pants_harness import (
     PantsRun,
+    base_env,
     copy_checkout,
+    find_cpython,
     repo_root,
     run_pants,
     tree_digests,
@@ -126,6 +133,12 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     assert not [n for n in names if re.search(r"lib(nvrtc|nvvm|nvJitLink)", n)]
     # No compiler code rides along; the shared rules do.
     assert not [n for n in names if n.startswith("gpu_compiler/")]
+    # [gpu-bundle].strip_wheel_files (default): no Cython sources or generated C/C++ in wheels,
+    # the wheels' own code kept (the launcher test below runs this PEX)
+    assert not [n for n in names if n.startswith(".deps/") and n.endswith((".pyx", ".pxd", ".cpp"))]
+    assert [
+        n for n in names if n.startswith(".deps/cuda_bindings") and "bindings/driver.cpython" in n
+    ]
     assert "gpu_spec/compatibility.py" in names
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     assert manifest["capabilities"] == ["sm_90"] and manifest["driver"] == "13.0"
@@ -139,7 +152,46 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     for rel, sha in manifest["files"].items():
         assert hashlib.sha256((bundle / "cache" / rel).read_bytes()).hexdigest() == sha
     app_sha = hashlib.sha256((bundle / "app.pex").read_bytes()).hexdigest()
-    assert manifest["bundle_files"] == {"app.pex": app_sha}
+    launcher_sha = hashlib.sha256((bundle / "app").read_bytes()).hexdigest()
+    assert manifest["bundle_files"] == {"app.pex": app_sha, "app": launcher_sha}
+
+
+def test_h200_launcher_runs_the_app_from_a_venv_made_once(bundles: Bundles, tmp_path: Path) -> None:
+    python = find_cpython("3.12")
+    if python is None:
+        pytest.skip("no CPython 3.12 here to run the H200 bundle's cp312 PEX with")
+    bundle = tmp_path / "imaging_h200"
+    shutil.copytree(bundles.repo / "dist" / "imaging_h200", bundle, symlinks=True)
+    venvs = tmp_path / "venvs"
+    env = dict(base_env(), GPU_BUNDLE_PYTHON=python, GPU_BUNDLE_VENVS=str(venvs))
+    env["PEX_ROOT"] = str(tmp_path / "pex_root")
+    probe = "import os, sys; print(sys.prefix); print(os.environ['PEX'])"
+
+    def launch(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(bundle / "app"), *args],
+            env=dict(env, PEX_INTERPRETER="1"),
+            capture_output=True,
+            text=True,
+        )
+
+    app_sha = hashlib.sha256((bundle / "app.pex").read_bytes()).hexdigest()
+    for _ in range(2):  # recorded by the first run, used as it is by the second
+        run = launch("-c", probe)
+        assert run.returncode == 0, run.stderr
+        link = venvs / app_sha
+        assert link.is_symlink() and str(link.resolve()).startswith(str(tmp_path / "pex_root"))
+        assert run.stdout.split() == [str(link), str(bundle / "app.pex")]  # started through it
+    assert sorted(p.name for p in venvs.iterdir()) == [app_sha]  # no temporary link left
+    usage = subprocess.run([str(bundle / "app"), "--help"], env=env, capture_output=True, text=True)
+    assert usage.returncode == 0 and "--self-test" in usage.stdout, usage.stderr
+
+    shutil.rmtree(venvs)
+    with open(bundle / "app.pex", "ab") as f:
+        f.write(b"\0")  # not the PEX this launcher was built with
+    run = launch("-c", probe)
+    assert run.returncode == TAMPERED_EXIT and "damaged or was altered" in run.stderr, run.stderr
+    assert not venvs.exists() or not any(venvs.iterdir())
 
 
 def test_jetson_bundle_targets_aarch64_cp310_and_cuda_12_6(bundles: Bundles) -> None:

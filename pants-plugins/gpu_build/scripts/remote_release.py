@@ -1,30 +1,64 @@
-"""The device side of `pants experimental-deploy`: run as `python3 -` over ssh, standard library.
+"""The device side of `pants experimental-deploy`: run over ssh, standard library and gpu_spec.
 
-The deploy tool sends this file with one request appended (`main({...})`). Commands:
+The deploy tool sends this module and gpu_spec's sources in one `python3 -` program with one
+request (`deploy_tool.remote_program`). Commands, each answering one JSON line; a failure is
+{"error": "<one line: the cause and the fix>"}, never a traceback:
 
-- state:  which release `current` points at, and its manifest's text (None on a first deploy);
+- state:  the layout checked (`current`/`previous` must be symlinks, or absent), which release
+          `current` points at and its manifest's text, the free bytes at `<base>`, the trusted
+          keys of the device, and what under `releases/` this tool did not make (left alone);
 - stage:  a fresh `releases/<id>.partial/` with the directories the bundle needs, holding a copy
-          of every unchanged file from the current release (so releases never share a file);
-          stale `.partial` directories of cut-off deploys are removed first;
+          of every unchanged file from the current release whose sha256 still matches (a file
+          that went bad on the device is named for sending instead); this tool's own stale
+          `.partial` directories of cut-off deploys are removed first;
 - finish: the sha256 of every file of the staged release checked against the new bundle's,
-          nothing extra allowed; then `.partial` renamed to `releases/<id>`, `current` switched
-          to it with one rename of a new symlink (atomic), `previous` pointed at the release it
-          replaced (for rollback: `ln -sfn "$(readlink previous)" current`), older releases
-          removed.
+          nothing extra allowed, and its manifest checked against the device's trust policy
+          (`gpu_spec.signature.signature_policy`, as gpu_runtime loads it; the ed25519 signature
+          itself with `gpu_spec.ed25519`, so no `cryptography` is needed there); then `.partial`
+          renamed to `releases/<id>`, `current` switched to it with one rename of a new symlink
+          (atomic), `previous` pointed at the release it replaced (for rollback), and this tool's
+          older releases removed;
+- abort:  the free bytes (before anything is removed), then this deploy's `.partial` removed.
 
-Until `finish` renames the link, `current` and what it points at are not touched.
+What this tool made is recorded in `<base>/.deploy-releases.json` (written by rename): only the
+names listed there are ever removed; anything else under `releases/` is left alone and named.
+Until `finish` renames the link, `current`, `previous` and what they point at are not touched.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
 import sys
+from typing import List, Optional, Tuple
+
+from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH
+from gpu_spec.ed25519 import verify as verify_ed25519
+from gpu_spec.signature import (
+    TRUSTED_KEYS_ENV,
+    NotSignedError,
+    SignatureFormatError,
+    UntrustedKeyError,
+    describe_keys,
+    signature_policy,
+    trusted_keys_from_env,
+)
 
 RELEASES = "releases"
 PARTIAL = ".partial"
+LEDGER = ".deploy-releases.json"
+LINKS = ("current", "previous")
+SIGN_FIX = (
+    "sign the bundle with a key the device trusts (`[gpu-bundle-signing].key_file`), or change "
+    f"the device's ${TRUSTED_KEYS_ENV}"
+)
+
+
+class ReleaseError(Exception):
+    """One line for the user: what is wrong on the device, and how to fix it."""
 
 
 def _sha256(path: str) -> str:
@@ -35,7 +69,28 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _link_target(path: str):
+def _copy_checked(src: str, dst: str, expected: str) -> bool:
+    """Copies src to dst (mode and times too) hashing what it read; False, and no dst, if the
+    bytes are not `expected` or src is unreadable."""
+    h = hashlib.sha256()
+    digest: Optional[str] = None
+    try:
+        with open(src, "rb") as fin, open(dst, "wb") as fout:
+            for block in iter(lambda: fin.read(1 << 20), b""):
+                h.update(block)
+                fout.write(block)
+        digest = h.hexdigest()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        pass
+    if digest != expected:
+        if os.path.lexists(dst):
+            os.remove(dst)
+        return False
+    shutil.copystat(src, dst)
+    return True
+
+
+def _link_target(path: str) -> Optional[str]:
     return os.readlink(path) if os.path.islink(path) else None
 
 
@@ -47,33 +102,170 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _kind(path: str) -> str:
+    return "directory" if os.path.isdir(path) else "file"
+
+
+def check_layout(base: str) -> None:
+    """Refuses, before anything is written, a destination whose links a switch could not replace."""
+    if os.path.lexists(base) and not os.path.isdir(base):
+        raise ReleaseError(
+            f"{base} is a {_kind(base)}, not a directory: choose another destination"
+        )
+    for name in LINKS:
+        path = os.path.join(base, name)
+        if os.path.lexists(path) and not os.path.islink(path):
+            raise ReleaseError(
+                f"{path} is a real {_kind(path)}, not the symlink deploys switch, so a switch "
+                f"would fail: move it away (e.g. `mv {path} {path}.manual`) and deploy again"
+            )
+        tmp = os.path.join(base, f".{name}.new")
+        if os.path.lexists(tmp) and not os.path.islink(tmp):
+            raise ReleaseError(
+                f"{tmp} is a {_kind(tmp)}, where deploys make the new `{name}` link: "
+                "move it away and deploy again"
+            )
+    releases = os.path.join(base, RELEASES)
+    if os.path.lexists(releases) and not os.path.isdir(releases):
+        raise ReleaseError(
+            f"{releases} is a {_kind(releases)}, where deploys keep their releases: "
+            "move it away and deploy again"
+        )
+
+
+def read_ledger(base: str) -> List[str]:
+    """The names under releases/ this tool made (possibly gone since)."""
+    path = os.path.join(base, LEDGER)
+    try:
+        with open(path) as f:
+            names = json.load(f).get("releases")
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, AttributeError) as e:
+        raise ReleaseError(
+            f"{path} (the record of what deploys made) is unreadable ({e}): move it away and "
+            "deploy again (the releases it named are then left alone; remove them yourself)"
+        ) from e
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ReleaseError(
+            f"{path} (the record of what deploys made) is not a list of names: move it away and "
+            "deploy again (the releases it named are then left alone; remove them yourself)"
+        )
+    return names
+
+
+def write_ledger(base: str, names: List[str]) -> None:
+    path = os.path.join(base, LEDGER)
+    tmp = path + ".new"
+    with open(tmp, "w") as f:
+        json.dump({"releases": sorted(set(names))}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def free_space(base: str) -> Tuple[int, int]:
+    """(bytes an unprivileged user may still write, block size) where `base` is or would be."""
+    path = base
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_frsize or 4096
+
+
+def disk_full(base: str, needed: int) -> str:
+    free = free_space(base)[0]
+    return (
+        f"the device's disk is full at {base}: the new release needs {needed} bytes and "
+        f"{free} are free: free at least {max(needed - free, 1)} bytes there (e.g. old "
+        "releases or other files) and deploy again"
+    )
+
+
+def foreign(base: str, owned: List[str]) -> List[str]:
+    releases = os.path.join(base, RELEASES)
+    try:
+        names = os.listdir(releases)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n not in owned)
+
+
+def device_keys() -> Tuple[Tuple[bytes, str], ...]:
+    try:
+        return trusted_keys_from_env(os.environ)
+    except SignatureFormatError as e:
+        raise ReleaseError(f"the device's trusted keys are malformed: {e}: fix it there") from e
+
+
 def state(req: dict) -> dict:
-    current = os.path.join(req["base"], "current")
+    base = req["base"]
+    check_layout(base)
+    current = os.path.join(base, "current")
     target = _link_target(current)
     manifest = None
     if target is not None:
         try:
-            with open(os.path.join(current, *req["manifest"].split("/"))) as f:
+            with open(os.path.join(current, *MANIFEST_PATH.split("/"))) as f:
                 manifest = f.read()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             manifest = None
-    return {"current": target, "manifest": manifest}
+    free, block = free_space(base)
+    return {
+        "current": target,
+        "manifest": manifest,
+        "free": free,
+        "block": block,
+        "foreign": foreign(base, read_ledger(base)),
+        "keys": [[k.hex(), how] for k, how in device_keys()],
+    }
 
 
 def stage(req: dict) -> dict:
-    releases = os.path.join(req["base"], RELEASES)
+    base = req["base"]
+    check_layout(base)
+    releases = os.path.join(base, RELEASES)
     os.makedirs(releases, exist_ok=True)
-    for name in os.listdir(releases):
-        if name.endswith(PARTIAL):
-            shutil.rmtree(os.path.join(releases, name))
-    partial = os.path.join(releases, req["release"] + PARTIAL)
-    os.makedirs(partial)
-    for d in req["dirs"]:
-        os.makedirs(os.path.join(partial, *d.split("/")), exist_ok=True)
-    current = os.path.realpath(os.path.join(req["base"], "current"))
-    for dst, src in req["copies"].items():
-        shutil.copy2(os.path.join(current, *src.split("/")), os.path.join(partial, *dst.split("/")))
-    return {"partial": partial}
+    owned = read_ledger(base)
+    for name in [n for n in owned if n.endswith(PARTIAL)]:  # cut-off deploys of this tool
+        shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
+        if not os.path.lexists(os.path.join(releases, name)):
+            owned.remove(name)
+    name = req["release"] + PARTIAL
+    partial = os.path.join(releases, name)
+    if os.path.lexists(partial):
+        raise ReleaseError(f"{partial} already exists and is not this tool's: move it away")
+    write_ledger(base, owned + [name])
+    try:
+        os.makedirs(partial)
+        for d in req["dirs"]:
+            os.makedirs(os.path.join(partial, *d.split("/")), exist_ok=True)
+        current = os.path.realpath(os.path.join(base, "current"))
+        resend = []
+        for dst, (src, sha) in sorted(req["copies"].items()):
+            src_path = os.path.join(current, *src.split("/"))
+            if not _copy_checked(src_path, os.path.join(partial, *dst.split("/")), sha):
+                resend.append(dst)
+    except BaseException:
+        _remove_partial(base, name)
+        raise
+    return {"partial": partial, "resend": resend}
+
+
+def _remove_partial(base: str, name: str) -> bool:
+    """Removes this tool's `releases/<name>` (a .partial) and its record; False if not ours."""
+    owned = read_ledger(base)
+    if name not in owned:
+        return False
+    shutil.rmtree(os.path.join(base, RELEASES, name), ignore_errors=True)
+    if not os.path.lexists(os.path.join(base, RELEASES, name)):
+        write_ledger(base, [n for n in owned if n != name])
+    return True
+
+
+def abort(req: dict) -> dict:
+    free = free_space(req["base"])[0]
+    return {"free": free, "removed": _remove_partial(req["base"], req["release"] + PARTIAL)}
 
 
 def _problems(root: str, expected: dict) -> list:
@@ -89,9 +281,48 @@ def _problems(root: str, expected: dict) -> list:
     return out
 
 
+def check_trust(partial: str, release: str) -> str:
+    """The staged manifest against the device's trust policy, as gpu_runtime will load it."""
+    keys = device_keys()
+    trusted = [k for k, _ in keys]
+    with open(os.path.join(partial, *MANIFEST_PATH.split("/")), "rb") as f:
+        raw = f.read()
+    sig_path = os.path.join(partial, *SIGNATURE_PATH.split("/"))
+    try:
+        with open(sig_path, "rb") as f:
+            sig_raw: Optional[bytes] = f.read()
+    except FileNotFoundError:
+        sig_raw = None
+    ids = f"{describe_keys(trusted)} (${TRUSTED_KEYS_ENV} on the device)"
+    refused = f"release {release} would be refused by the device's runtime"
+    try:
+        sig, key = signature_policy(sig_raw, SIGNATURE_PATH, trusted)
+    except NotSignedError as e:
+        raise ReleaseError(
+            f"{refused}: it is not signed and the device trusts key {ids}; " f"{SIGN_FIX}"
+        ) from e
+    except UntrustedKeyError as e:
+        raise ReleaseError(
+            f"{refused}: it is signed by key {e.signature.key_id}, the device "
+            f"trusts only {ids}; {SIGN_FIX}"
+        ) from e
+    except SignatureFormatError as e:
+        raise ReleaseError(f"{refused}: {e}; re-run `pants package` and deploy again") from e
+    if sig is None:
+        return "unsigned (the device trusts no keys)"
+    if key is None:
+        return f"signed by key {sig.key_id}, not checked (the device trusts no keys)"
+    if not verify_ed25519(key, sig.signature, raw):
+        raise ReleaseError(
+            f"{refused}: the signature by key {sig.key_id} does not match its manifest (changed "
+            "after it was signed): re-run `pants package` and deploy again"
+        )
+    return f"signed by trusted key {sig.key_id}, signature verified on the device"
+
+
 def _point(base: str, name: str, target: str) -> None:
     tmp = os.path.join(base, f".{name}.new")
-    if os.path.lexists(tmp):
+    if os.path.islink(tmp):
         os.remove(tmp)
     os.symlink(target, tmp)
     os.replace(tmp, os.path.join(base, name))
@@ -104,6 +335,12 @@ def finish(req: dict) -> dict:
     problems = _problems(partial, req["files"])
     if problems:
         return {"problems": problems}
+    trust = check_trust(partial, release)
+    check_layout(base)
+    owned = read_ledger(base)
+    if os.path.lexists(os.path.join(releases, release)):
+        raise ReleaseError(f"{releases}/{release} already exists: move it away and deploy again")
+    write_ledger(base, owned + [release])  # recorded before it exists: never an unowned release
     os.rename(partial, os.path.join(releases, release))
     _fsync_dir(releases)
     old = _link_target(os.path.join(base, "current"))
@@ -111,18 +348,59 @@ def finish(req: dict) -> dict:
     if old is not None and old != f"{RELEASES}/{release}":
         _point(base, "previous", old)
     _fsync_dir(base)
+    # Switched: from here on nothing fails the deploy; what cannot be tidied is a warning.
+    warnings = []
     keep = {release, os.path.basename(old or "")}
-    prev = _link_target(os.path.join(base, "previous"))
-    keep.add(os.path.basename(prev or ""))
+    keep.add(os.path.basename(_link_target(os.path.join(base, "previous")) or ""))
     removed = []
-    for name in sorted(os.listdir(releases)):
-        if name not in keep and not name.endswith(PARTIAL):
-            shutil.rmtree(os.path.join(releases, name))
+    owned = [n for n in read_ledger(base) if n != release + PARTIAL]
+    for name in sorted(set(owned) - keep):
+        path = os.path.join(releases, name)
+        if name.endswith(PARTIAL):
+            continue
+        if os.path.lexists(path):
+            try:
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            except OSError as e:
+                warnings.append(f"could not remove the old release {path}: {e}")
+                continue
             removed.append(name)
-    return {"previous": old, "removed": removed}
+        owned.remove(name)
+    try:
+        write_ledger(base, owned)
+    except OSError as e:
+        warnings.append(f"could not update {os.path.join(base, LEDGER)}: {e}")
+    return {
+        "previous": old,
+        "removed": removed,
+        "trust": trust,
+        "foreign": foreign(base, owned),
+        "warnings": warnings,
+    }
+
+
+COMMANDS = {"state": state, "stage": stage, "finish": finish, "abort": abort}
+
+
+def describe_os_error(command: str, e: OSError, req: dict) -> str:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return disk_full(req["base"], int(req.get("needed", 0)))
+    where = e.filename or req["base"]
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            f"`{command}` cannot write {where} on the device: {e.strerror}: give the deploy "
+            "user write access there, or choose another destination"
+        )
+    return f"`{command}` failed on the device at {where}: {e.strerror or e}"
 
 
 def main(req: dict) -> int:
-    result = {"state": state, "stage": stage, "finish": finish}[req["command"]](req)
+    command = req["command"]
+    try:
+        result = COMMANDS[command](req)
+    except ReleaseError as e:
+        result = {"error": str(e)}
+    except OSError as e:
+        result = {"error": describe_os_error(command, e, req)}
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

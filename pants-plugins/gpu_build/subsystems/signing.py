@@ -14,8 +14,9 @@ class GpuBundleSigning(Subsystem):
         ed25519 signatures of device bundles. With a `key_file`, `pants package` signs each
         bundle's `cache/manifest.json` (which holds the sha256 of every other file, the app PEX
         included) into `cache/manifest.json.sig`, and pins the key's public half, plus
-        `trusted_keys`, into the app PEX (its environment, `GPU_RUNTIME_PINNED_KEYS`). An app
-        with keys pinned refuses unsigned or wrongly signed bundles before loading any kernel.
+        `trusted_keys`, into the app PEX's code (a generated module, `gpu_bundle_pinned_keys.py`,
+        which the environment cannot remove or replace). An app with keys pinned refuses
+        unsigned or wrongly signed bundles before loading any kernel, and never JIT-compiles.
         """
     )
 

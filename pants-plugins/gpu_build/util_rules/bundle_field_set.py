@@ -12,6 +12,7 @@ from gpu_build.target_types import (
     DeployBundleCapabilitiesField,
     DeployBundleCompletePlatformsField,
     DeployBundleDriverVersionField,
+    DeployBundleInitCudaAtStartField,
     DeployBundleKernelsField,
     DeployBundleOutputPathField,
     DeployBundleToolchainField,
@@ -33,6 +34,7 @@ class DeployBundleFieldSet(PackageFieldSet):
     driver_version: DeployBundleDriverVersionField
     complete_platforms: DeployBundleCompletePlatformsField
     archive: DeployBundleArchiveField
+    init_cuda_at_start: DeployBundleInitCudaAtStartField
     output_path: DeployBundleOutputPathField
 
     @property

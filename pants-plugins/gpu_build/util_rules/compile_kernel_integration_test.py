@@ -223,7 +223,7 @@ def build_root_files() -> dict[str, str | bytes]:
 def rule_runner() -> Iterator[RuleRunner]:
     runner = RuleRunner(
         rules=[
-            *register.rules(),
+            *register.kernel_rules(),
             *source_files.rules(),
             *python_sources.rules(),
             *target_types_rules.rules(),

@@ -57,7 +57,7 @@ def test_embedded_files_are_the_python_files_without_bytecode(tmp_path: Path) ->
 def rule_runner() -> RuleRunner:
     return RuleRunner(
         rules=[
-            *register.rules(),
+            *register.kernel_rules(),
             *source_files.rules(),
             *python_sources.rules(),
             *target_types_rules.rules(),

@@ -9,9 +9,11 @@ it for every `gpu_kernel` in the closure of a `pex_binary`, `python_test` or `py
     src/python/__gpu_kernels__/<address>.json   the index entry (`jit_entry`)
     src/python/__gpu_kernels__/<address>/...     the exact files the compile process reads
 
-The entry holds the library name, target, source, the `python -m gpu_compiler compile` flags
-that the build step passes (`compile_flags`, one implementation for both modes) and each
-file's sha256, so the runtime's key is the input closure as Pants resolved it.
+The entry holds the library name, target, source and its source root, the
+`python -m gpu_compiler compile` flags that the build step passes (`compile_flags`, one
+implementation for both modes) and each file's sha256, so the runtime's key is the input
+closure as Pants resolved it, and a copy that `export-codegen` left behind is refused once the
+checkout's files differ from it (`gpu_runtime.jit.sources`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def jit_entry(
     capabilities: tuple[str, ...],
     flags: tuple[str, ...],
     files: Mapping[str, bytes],
+    source_root: str,
 ) -> bytes:
     """The index entry's bytes: sorted keys, so the same inputs give the same file."""
     source = field_set.source.file_path
@@ -67,6 +70,7 @@ def jit_entry(
         "toolchain": toolchain,
         "capabilities": list(capabilities),
         "source": source,
+        "source_root": "" if source_root == "." else source_root,
         "flags": list(flags),
         "files": {path: hashlib.sha256(content).hexdigest() for path, content in files.items()},
     }
@@ -92,6 +96,7 @@ async def generate_jit_index(
         kernel_capabilities(field_set, subsystem),
         flags,
         {c.path: c.content for c in contents},
+        sources.source_root,
     )
     index_file, files_dir = entry_paths(sources.source_root, field_set.address.path_safe_spec)
     index, files = await MultiGet(

@@ -34,7 +34,7 @@ K = f"{ROOT}/app/kernels"
 def rule_runner() -> RuleRunner:
     runner = RuleRunner(
         rules=[
-            *register.rules(),
+            *register.kernel_rules(),
             *python_sources.rules(),
             *target_types_rules.rules(),
             *source_files.rules(),
@@ -102,7 +102,7 @@ def test_python_target_gets_each_kernels_index_and_input_closure(rule_runner: Ru
     blur = json.loads(files[f"{base}/src.python.app.kernels.blur.json"])
     assert blur["library"] == "blur" and blur["target"] == f"{K}:blur"
     assert blur["source"] == f"{K}/blur.py" and blur["capabilities"] == ["sm_90"]
-    assert blur["flags"] == ["--sys-path", ROOT]
+    assert blur["flags"] == ["--sys-path", ROOT] and blur["source_root"] == ROOT
     # The helper in a subpackage is an input (inferred from the import), hashed as it is.
     helper = f"{K}/pkg/helpers/h.py"
     assert sorted(blur["files"]) == [f"{K}/blur.py", helper]

@@ -26,6 +26,7 @@ class StagedKernel(NamedTuple):
     args: Optional[List[Dict[str, Any]]]
     params: List[str]
     cooperative: bool = False
+    c_types: Optional[List[str]] = None  # CUDA C++: declared parameter types (gpu_spec.c_types)
 
 
 @dataclass
@@ -104,5 +105,8 @@ def _stage_cuda(
         sandbox_root=options.sandbox_root,
     )
     stem = os.path.splitext(os.path.basename(source_path))[0]
-    kernels = [StagedKernel(k.name, k.entry, None, "c", None, k.params) for k in cu.kernels]
+    kernels = [
+        StagedKernel(k.name, k.entry, None, "c", None, k.params, c_types=k.c_types)
+        for k in cu.kernels
+    ]
     return [StagedModule(stem, cu.ptx, kernels)], [cu.log] if cu.log else []

@@ -9,8 +9,10 @@
 
 ``--capability`` is repeatable and takes comma-separated lists (``sm_87,sm_90``):
 one process compiles the source for all of them, so numba's import and NVVM
-set-up are paid once (numba's naming counters are reset for each compile, so
-the bytes are those of one process per capability).
+set-up are paid once, and a numba kernel is typed and lowered once for all of
+them (``gpu_compiler.numba.shared_lowering``). The bytes are those of one
+process per capability: numba's naming counters are reset for each compile, and
+linked libraries reach NVVM in a stable order (``gpu_compiler.numba.link_order``).
 
 On success OUT holds ``<capability>/<module>.ptx``, ``<capability>/<module>.cubin``
 per module and ``<capability>/metadata.json`` for each capability; exit status 0.
@@ -32,23 +34,28 @@ JIT mode puts it in each cache key (``gpu_runtime.jit.key``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
+from gpu_spec.capabilities import check_max_registers
 from gpu_spec.compile_report import failure_line
+from gpu_spec.errors import SpecError
 
 
-def _positive_int(text: str) -> int:
+def _max_registers(text: str) -> int:
     try:
-        v = int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,)) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,))
-    return v
+    try:
+        return check_max_registers(value)
+    except SpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--fast-math", action="store_true")
     c.add_argument("--lineinfo", action="store_true")
-    c.add_argument("--max-registers", type=_positive_int, default=None, metavar="N")
+    c.add_argument("--max-registers", type=_max_registers, default=None, metavar="N")
     c.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help=".cu only")
     c.add_argument("--include-dir", action="append", default=[], metavar="DIR", help=".cu only")
     c.add_argument(
@@ -154,6 +161,7 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         compile_source,
         write_outputs_by_capability,
     )
+    from gpu_compiler.numba.shared_lowering import shared_lowering
 
     try:
         capabilities = capabilities_of(args.capability)
@@ -169,14 +177,18 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         name_expressions=list(args.name_expression),
         sys_path=list(args.sys_path),
     )
+    _confine(args)
     results: Dict[str, CompileResult] = {}
     failures: List[Tuple[str, str]] = []
-    # Every capability is tried, so the report names all that fail, not only the first.
-    for capability in capabilities:
-        try:
-            results[capability] = compile_source(args.source, capability, options)
-        except CompileError as e:
-            failures.append((capability, str(e)))
+    # Every capability is tried, so the report names all that fail, not only the first. With
+    # several, a numba kernel is lowered once for all (gpu_compiler.numba.shared_lowering).
+    batch = shared_lowering() if len(capabilities) > 1 else contextlib.nullcontext()
+    with batch:
+        for capability in capabilities:
+            try:
+                results[capability] = compile_source(args.source, capability, options)
+            except CompileError as e:
+                failures.append((capability, str(e)))
     if failures:
         for report in grouped_failures(failures):
             sys.stderr.write("%s\n" % (report,))
@@ -186,6 +198,17 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             sys.stderr.write("%s: %s\n" % (capability, w))
     write_outputs_by_capability(results, args.out_dir)
     return 0
+
+
+def _confine(args: argparse.Namespace) -> None:
+    """Load the toolchain, then hold the process to its inputs, outputs and toolchain
+    (``gpu_compiler.confine``), before the kernel source is read."""
+    from gpu_compiler import confine
+
+    suffix = os.path.splitext(args.source)[1].lower()
+    if suffix in (".py", ".cu"):  # else compile_source refuses it, reading nothing
+        confine.prepare_toolchain(suffix)
+    confine.confine(".", args.out_dir)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:

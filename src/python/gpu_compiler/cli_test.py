@@ -61,11 +61,12 @@ def _make_sandbox(root: str) -> str:
         os.path.join(root, "src", "spec", "gpu_spec"),
         ignore=shutil.ignore_patterns("__pycache__", "*_test.py", "conftest.py"),
     )
-    shutil.copytree(
-        os.path.join(SRC_ROOT, "imaging", "kernels"),
-        os.path.join(dst, "imaging", "kernels"),
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for package in ("imaging", "numba_docs"):
+        shutil.copytree(
+            os.path.join(SRC_ROOT, package, "kernels"),
+            os.path.join(dst, package, "kernels"),
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
     return root
 
 
@@ -127,6 +128,11 @@ ALL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")
 BATCHED = [
     ["--source", "src/python/imaging/kernels/blur.py", "--sys-path", "src/python"],
     ["--source", "src/python/imaging/kernels/histogram.py", "--sys-path", "src/python"],
+    ["--source", "src/python/imaging/kernels/saxpy.py", "--sys-path", "src/python", "--lineinfo"],
+    # numba.cuda.random's device functions (several linked libraries), grid sync, linked C++
+    ["--source", "src/python/numba_docs/kernels/montecarlo.py", "--sys-path", "src/python"],
+    ["--source", "src/python/numba_docs/kernels/cg.py", "--sys-path", "src/python"],
+    ["--source", "src/python/numba_docs/kernels/ffi.py", "--sys-path", "src/python"],
     [
         "--source", "src/python/imaging/kernels/matmul.cu",
         "--name-expression", "matmul<float, 16>", "--name-expression", "matmul<double, 16>",
@@ -137,8 +143,10 @@ BATCHED = [
 
 @pytest.mark.parametrize("args", BATCHED, ids=lambda a: os.path.basename(a[1]))
 def test_one_process_for_all_capabilities_gives_the_bytes_of_one_process_each(tmp_path, args):
-    """numba's per-process naming counters are reset per compile: the 2nd..4th capability of a
-    process come out as they would from a fresh process."""
+    """The 2nd..4th capability of a process come out as they would from a fresh process:
+    numba's per-process naming counters are reset per compile, a numba kernel is lowered once
+    for all (gpu_compiler.numba.shared_lowering) and its linked libraries reach NVVM in a
+    stable order (gpu_compiler.numba.link_order)."""
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(
         sandbox, "compile", "--out-dir", "all", *args,
@@ -153,6 +161,31 @@ def test_one_process_for_all_capabilities_gives_the_bytes_of_one_process_each(tm
         batched = _read_tree(os.path.join(sandbox, "all", capability))
         assert batched == _read_tree(os.path.join(sandbox, alone, capability)), capability
         assert json.loads(batched["metadata.json"])["capability"] == capability
+
+
+# The sources whose PTX once depended on the process (the order of `.extern .func`
+# declarations: numba's linked libraries reach NVVM in a set's order), and a plain one.
+HASH_SEED_SOURCES = ["cg.py", "laplace.py", "montecarlo.py", "vecadd.py"]
+
+
+@pytest.mark.parametrize("name", HASH_SEED_SOURCES)
+def test_the_same_bytes_whatever_the_interpreter_s_hash_seed(tmp_path, name):
+    """Every output byte-identical across processes with different PYTHONHASHSEEDs (a set or
+    dict ordered by hash would show here), for every capability in one process."""
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    trees = []
+    for seed in ("0", "1", "4242"):
+        out = f"out-{seed}"
+        p = subprocess.run(
+            [sys.executable, "-m", "gpu_compiler", "compile", "--out-dir", out,
+             "--source", f"src/python/numba_docs/kernels/{name}", "--sys-path", "src/python",
+             "--capability", ",".join(ALL_CAPABILITIES)],
+            cwd=sandbox, env=dict(_hidden_cuda_env(), PYTHONHASHSEED=seed),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        trees.append({c: _read_tree(os.path.join(sandbox, out, c)) for c in ALL_CAPABILITIES})
+    assert trees[0] == trees[1] == trees[2]
 
 
 # fmt: off

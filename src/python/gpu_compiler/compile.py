@@ -28,7 +28,7 @@ from gpu_compiler.errors import CompileError
 from gpu_compiler.numba.links import LinkPart
 from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
-from gpu_spec.capabilities import parse_capability
+from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import LANG_CUDA, LANG_NUMBA
 from gpu_spec.ptx_isa import min_driver_for_ptx, toolchain_ptx_isa, validate_ptx_version
@@ -66,14 +66,10 @@ def _validate_options(
     except SpecError as e:
         raise CompileError(str(e)) from None
     if options.max_registers is not None:
-        if (
-            isinstance(options.max_registers, bool)
-            or not isinstance(options.max_registers, int)
-            or options.max_registers <= 0
-        ):
-            raise CompileError(
-                "max_registers must be a positive integer, got %r" % (options.max_registers,)
-            )
+        try:
+            check_max_registers(options.max_registers)
+        except SpecError as e:
+            raise CompileError(str(e)) from None
     if language == LANG_NUMBA:
         extra = [
             n
@@ -179,6 +175,7 @@ def _link_modules(
                 params=list(k.params),
                 resources=resources_for(link_log, k.entry),
                 cooperative=k.cooperative,
+                c_types=k.c_types,
             )
             for k in stage.kernels
         ]

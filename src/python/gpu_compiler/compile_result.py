@@ -73,6 +73,8 @@ class KernelInfo:
     params: List[str]
     resources: Dict[str, int]
     cooperative: bool = False  # grid sync: the runtime must launch it cooperatively
+    # CUDA C++: the declared type of each parameter (gpu_spec.c_types); written only when known
+    c_types: Optional[List[str]] = None
 
     def metadata(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {
@@ -86,6 +88,8 @@ class KernelInfo:
         }
         if self.cooperative:
             out["cooperative"] = True
+        if self.c_types is not None:
+            out["c_types"] = list(self.c_types)
         return out
 
 

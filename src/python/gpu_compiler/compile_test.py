@@ -182,12 +182,18 @@ def test_cuda_cpp_kernels_and_params():
     assert ks["matmul<double, 16>"].entry == "_Z6matmulIdLi16EEvPKT_S2_PS0_iii"
     for k in ks.values():
         assert k.abi == "c" and k.params == ["u64", "u64", "u64", "u32", "u32", "u32"]
+    t = ["const float*", "const float*", "float*", "int", "int", "int"]
+    assert ks["matmul<float, 16>"].c_types == t
+    assert ks["matmul<double, 16>"].metadata()["c_types"] == [
+        x.replace("float", "double") for x in t
+    ]
     assert ks["matmul<double, 16>"].resources["shared_bytes"] >= 2 * 16 * 16 * 8
 
     s = compile_source(KERNELS + "sobel.cu", "sm_87", _options("sobel.cu"))
     (k,) = s.modules[0].kernels
     assert (k.name, k.entry) == ("sobel_magnitude", "sobel_magnitude")
     assert k.params == ["u64", "u64", "u32", "u32", "u32"]
+    assert k.c_types == ["const float*", "float*", "int", "int", "int"]
 
 
 def test_matmul_without_name_expressions_has_no_kernels():

@@ -285,21 +285,141 @@ def test_guard_leaves_other_threads_alone(sandbox):
 # --- the CLI ------------------------------------------------------------------------------
 
 
-def test_cli_reports_the_refusal_and_writes_nothing(sandbox):
-    src = _write("k/dotdot.cu", '#include "../../outside/x.cuh"\n' + KERNEL)
+def _cli(src: str, *flags: str) -> subprocess.CompletedProcess:
+    """``python -m gpu_compiler compile`` as the Pants rule runs it: cwd = the sandbox."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../src/python
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([here, os.path.join(os.path.dirname(here), "spec")])
-    p = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "gpu_compiler", "compile", "--source", src]
-        + ["--capability", "sm_90", "--out-dir", "out"],
+        + ["--capability", "sm_90", "--out-dir", "out", *flags],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         universal_newlines=True,
     )
+
+
+def test_cli_reports_the_refusal_and_writes_nothing(sandbox):
+    src = _write("k/dotdot.cu", '#include "../../outside/x.cuh"\n' + KERNEL)
+    p = _cli(src)
     assert p.returncode == 1, p.stderr
     # The CLI prefixes each report with the capabilities it is for.
     refusal = 'sm_90: k/dotdot.cu:1: error: refused #include "../../outside/x.cuh"'
     assert p.stderr.startswith(refusal), p.stderr
     assert "Traceback" not in p.stderr and not os.path.exists("out")
+
+
+# --- the OS sandbox (Landlock): what the textual checks do not see ------------------------
+
+OS_REFUSAL = ": outside the compile's inputs (the OS sandbox denied it); fix: put the file"
+
+
+def _landlock_or_skip() -> None:
+    from gpu_compiler import landlock
+
+    try:
+        landlock.abi_version()
+    except landlock.LandlockUnavailable as e:
+        pytest.skip("no Landlock here: %s" % (e,))
+
+
+def _outputs(root: str = "out") -> bytes:
+    data = b""
+    for dirpath, _, names in os.walk(root):
+        for n in sorted(names):
+            with open(os.path.join(dirpath, n), "rb") as f:
+                data += f.read()
+    return data
+
+
+@pytest.mark.parametrize(
+    "directive, line",
+    [
+        ('#/* vendor */include "%s"\n', 1),  # a comment between # and include
+        ('#inc\\\nlude "%s"\n', 2),  # a backslash-newline inside the directive
+        ('%%:include "%s"\n', 1),  # the digraph of #
+    ],
+)
+def test_os_sandbox_refuses_an_include_the_scan_does_not_see(sandbox, directive, line):
+    _landlock_or_skip()
+    outside = str(sandbox / "outside" / "x.cuh")
+    src = _write("k/spelled.cu", directive % outside + KERNEL)
+    # The textual check alone lets NVRTC read the host header (only it defines f and VAL):
+    # the hole this closes.
+    assert _compile(src).modules
+    p = _cli(src)
+    assert p.returncode == 1, p.stderr
+    want = "sm_90: k/spelled.cu:%d: error: refused to read %s%s" % (line, outside, OS_REFUSAL)
+    assert p.stderr.startswith(want), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not os.path.exists("out")
+
+
+def test_os_sandbox_keeps_a_host_header_value_out_of_the_ptx(sandbox):
+    # NVRTC takes an unreadable header for a missing one: the compile succeeds, and what
+    # reaches the PTX must come from the inputs only (VAL 3, not the host header's 7).
+    _landlock_or_skip()
+    outside = str(sandbox / "outside" / "x.cuh")
+    head = '#if __has_inc\\\nlude("%s")\n#/**/include "%s"\n#else\n' % (outside, outside)
+    head += "#define VAL 3\n__device__ __noinline__ int f(int x) { return x + 1; }\n#endif\n"
+    src = _write("k/has.cu", head + KERNEL)
+    # The textual check alone: the host header is found and read (x * 5 is its f).
+    assert "mul.lo.s32" in _compile(src).modules[0].ptx
+    p = _cli(src)
+    assert p.returncode == 0, p.stderr
+    with open("out/sm_90/has.ptx") as f:
+        ptx = f.read()
+    assert "add.s32" in ptx and "mul.lo.s32" not in ptx, ptx  # f is x + 1, not the host's x * 5
+
+
+NUMBA_HOSTILE = {
+    # kernel head, expected: a refusal's line, or None for "compiles, the value held out"
+    "listdir": ("import os\n\nV = float(len(os.listdir(%(dir)r)))\n", 3),
+    "ctypes": (
+        "import ctypes\nimport os\n\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "fd = libc.open(%(file)r.encode(), 0)\nif fd < 0:\n    e = ctypes.get_errno()\n"
+        "    raise OSError(e, os.strerror(e), %(file)r)\nV = 1.0\n",
+        8,
+    ),
+    "child": ("import subprocess\n\nV = float(subprocess.check_output(['cat', %(file)r]))\n", 3),
+    "child-swallowed": (
+        "import subprocess\n\ntry:\n    V = float(subprocess.check_output(['cat', %(file)r]))\n"
+        "except Exception:\n    V = 1.0\n",
+        None,
+    ),
+    "sys-path": ("import sys\n\nsys.path.insert(0, %(dir)r)\nfrom vendmod import V  # noqa\n", 4),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NUMBA_HOSTILE))
+def test_os_sandbox_holds_a_numba_source_reading_the_host(sandbox, case):
+    _landlock_or_skip()
+    outside = sandbox / "outside"
+    _write(outside / "secret.txt", "7123\n")
+    head, line = NUMBA_HOSTILE[case]
+    src = _write("k/hostile.py", head % {"dir": str(outside), "file": str(outside / "secret.txt")})
+    with open(src, "a") as f:
+        f.write(NUMBA_KERNEL)
+    p = _cli(src, "--sys-path", ".")
+    if line is None:
+        assert p.returncode == 0, p.stderr
+        assert b"7123" not in _outputs()
+        return
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.startswith("sm_90: k/hostile.py:%d: error: refused to read " % line), p.stderr
+    assert OS_REFUSAL in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypatch, capsys):
+    from gpu_compiler import confine, landlock
+
+    def unavailable(*_a, **_k):
+        raise landlock.LandlockUnavailable("the kernel has no Landlock")
+
+    monkeypatch.setattr(landlock, "Ruleset", unavailable)
+    assert confine.confine(".", "out") is None and confine.active() is None
+    err = capsys.readouterr().err
+    assert err == (
+        "gpu_compiler: warning: the OS sandbox (Landlock) is not available: the kernel has no "
+        "Landlock; only the textual #include and import checks hold this compile to its inputs\n"
+    )

@@ -9,6 +9,7 @@ from gpu_runtime.bundle.locate import find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
 from gpu_runtime.errors import CacheNotFoundError
 from gpu_runtime.jit.compiler import find_compiler
+from gpu_runtime.logs import log
 from gpu_runtime.runtime import KernelCache
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
@@ -35,9 +36,6 @@ def open_cache(
     lacks fails. `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
     `backend` replaces the CUDA backend (tests use a fake one).
     """
-    from gpu_runtime.jit.cache import JitKernelCache
-    from gpu_runtime.jit.sources import find_jit_sources
-
     if backend is None:
         from gpu_runtime.driver.device import CudaBackend
 
@@ -45,23 +43,38 @@ def open_cache(
     strict = strict_from_env() if strict is None else strict
     root = find_cache(path)
     if root is not None:
-        manifest, _ = open_bundle_manifest(root)  # signature and completeness checked
+        manifest, trust = open_bundle_manifest(root)  # signature and completeness checked
         # A device bundle has no compiler: then nothing is ever compiled, strict or not, and
         # its start-up does not even read the kernel index.
         fallback = not strict and find_compiler() is not None
-        sources = find_jit_sources(kernels_path) if fallback else {}
-        jit = (
-            JitKernelCache(
-                sources,
-                backend,
-                prefer=prefer,
-                known_elsewhere=[lib.name for lib in manifest.libraries],
-            )
-            if sources
-            else None
-        )
+        if fallback and trust.trusted:
+            # A bundle signed by a trusted key never falls back to JIT mode: no signature covers
+            # the compiler ($GPU_RUNTIME_TOOLCHAIN or the interpreter's) nor the JIT cache's
+            # entries, so a compile (or a cache hit) would load bytes nothing vouches for.
+            # What it lacks is refused in one line instead (`KernelCache(signed_by=...)`).
+            return KernelCache(manifest, root, backend, prefer=prefer, signed_by=trust.key_id)
+        sources = _jit_sources(kernels_path) if fallback else {}
+        jit = None
+        if sources:  # JIT mode's cache, imported only where a kernel may be compiled
+            from gpu_runtime.jit.cache import JitKernelCache
+            from gpu_runtime.jit.store import JitCacheError
+
+            known = [lib.name for lib in manifest.libraries]
+            try:
+                jit = JitKernelCache(sources, backend, prefer=prefer, known_elsewhere=known)
+            except JitCacheError as e:  # the bundle still runs; only its gaps are not filled
+                log.warning("gpu_runtime: no JIT fallback for bundle %s: %s", root, e)
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
-    sources = {} if strict else find_jit_sources(kernels_path)
+    sources = {} if strict else _jit_sources(kernels_path)
     if sources:
+        from gpu_runtime.jit.cache import JitKernelCache
+
         return JitKernelCache(sources, backend, prefer=prefer)
     raise CacheNotFoundError(not_found_message(strict=strict))
+
+
+def _jit_sources(kernels_path: Optional[Sequence[str]]) -> Mapping[str, Any]:
+    """JIT mode's kernel index on `kernels_path` (imported here: a device bundle never needs it)."""
+    from gpu_runtime.jit.sources import find_jit_sources
+
+    return find_jit_sources(kernels_path)

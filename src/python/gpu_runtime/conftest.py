@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import threading
@@ -51,6 +52,20 @@ class FakeDeviceArray:
         }
 
 
+FAKE_SUCCESS = object()  # the fake's bare launch status, compared by identity as CUDA_SUCCESS
+
+
+class ParamsAt:
+    """A `void**` at an address read as the driver reads it (`ParamBuffer.param_bytes`)."""
+
+    def __init__(self, address: int, sizes: Tuple[int, ...]) -> None:
+        self.address, self.sizes = address, sizes
+
+    def param_bytes(self) -> Tuple[bytes, ...]:
+        pointers = (ctypes.c_void_p * len(self.sizes)).from_address(self.address)
+        return tuple(ctypes.string_at(p or 0, n) for p, n in zip(pointers, self.sizes))
+
+
 class FakeBackend:
     """Records loads and launches instead of touching a GPU."""
 
@@ -67,6 +82,8 @@ class FakeBackend:
         self.functions: List[Tuple[str, str]] = []
         # (func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, [bytes of each parameter])
         self.launches: List[Tuple[Any, Any, Any, Any, int, list]] = []
+        self.param_sizes: Dict[Any, Tuple[int, ...]] = {}  # func -> its parameters' sizes
+        self.bare_launches = 0  # of the launches, those a plan's fire made (not launch_raw)
         self.captures: List[tuple] = []
         self.load_delay = load_delay
         self.fail_load = fail_load
@@ -114,13 +131,30 @@ class FakeBackend:
 
     def launch_raw(self, func, gx, gy, gz, bx, by, bz, shared_mem, stream, params):
         """Reads each parameter through the `void**`, as the driver does at launch time."""
+        self.param_sizes[func] = params.sizes  # what the bare launch call reads it with
         self.launches.append(
             ((func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, list(params.param_bytes())))
         )
         self.launch(func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, params)
 
+    def launch_function(self):
+        """The bare launch call a plan's `fire` makes (`CudaBackend.launch_function`)."""
+        return self.bare_launch, FAKE_SUCCESS, self.stream_handle
+
+    def bare_launch(self, func, gx, gy, gz, bx, by, bz, shared_mem, hstream, address, extra):
+        """cuLaunchKernel's signature: reads the `void**` at `address` as the driver does, with
+        the sizes of `func`'s parameters (its first launch went through `launch_raw`)."""
+        params = ParamsAt(address, self.param_sizes[func])
+        stream = 0 if hstream is None else hstream
+        self.bare_launches += 1
+        self.launches.append(
+            ((func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, list(params.param_bytes())))
+        )
+        self.launch(func, (gx, gy, gz), (bx, by, bz), stream, shared_mem, params)
+        return (FAKE_SUCCESS,)
+
     def launch(self, func, grid, block, stream, shared_mem, params):
-        """Hook for fakes that also run the kernel (`params`: the `ParamBuffer`)."""
+        """Hook for fakes that also run the kernel (`params`: has `param_bytes()`)."""
 
     def launch_cooperative_raw(self, func, gx, gy, gz, bx, by, bz, shared_mem, stream, params):
         self.cooperative_launches.append(

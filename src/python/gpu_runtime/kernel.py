@@ -18,7 +18,7 @@ from gpu_runtime.launch import abi
 from gpu_runtime.launch.dims import launch_dims
 from gpu_runtime.launch.occupancy import check_cooperative_grid, cooperative_limit, forall_config
 from gpu_runtime.launch.param_buffer import ParamBuffer
-from gpu_runtime.launch.plan import LaunchPlan, build_plan, pattern_key
+from gpu_runtime.launch.plan import LaunchPlan, build_plan, no_fire, pattern_key
 from gpu_spec.manifest.model import KernelSpec, Library, ModuleSpec
 
 if TYPE_CHECKING:  # runtime imports this module
@@ -40,6 +40,10 @@ class Kernel:
         self._plans: Dict[Any, LaunchPlan] = {}
         self._dims: Dict[Any, Tuple[int, ...]] = {}
         self._last: Any = _NO_PLAN
+        self._fire: Any = no_fire  # the last plan's repack and launch in one call
+        self._cu: Any = None  # the backend's bare cuLaunchKernel, False if it has none
+        self._ok: Any = _NO_PLAN  # its success status, once known (never a fire's None)
+        self._cu_stream: Any = _no_stream
         self._last_dims: Tuple[Any, Any, Tuple[int, ...]] = (None, None, ())
         self._last_config: Tuple[Any, Any] = (None, None)
         self._occupancy: Dict[Tuple[Any, ...], Any] = {}  # see gpu_runtime.launch.occupancy
@@ -115,14 +119,6 @@ class Kernel:
         self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0
     ) -> None:
         """Launch on `stream` (default: the legacy default stream); asynchronous like CUDA."""
-        plan = self._last  # the previous launch's plan: `repack` checks its pattern as it reads
-        try:
-            buf = plan.repack(args)
-        except Exception:  # a value only the checked path takes (or refuses): see below
-            buf = None
-        if buf is None:
-            plan, buf = self._plan_and_pack(args)
-        func = plan.func
         last = self._last_dims  # (grid, block, dims): the same objects launch the same shape
         if last[0] is grid and last[1] is block:
             dims = last[2]
@@ -130,11 +126,44 @@ class Kernel:
             dims = self._launch_dims(grid, block)
         if shared_mem.__class__ is not int or shared_mem < 0:
             shared_mem = _shared_mem(shared_mem)
+        # `_launch_with`, written out: a call layer here costs 0.1-0.4 us on every launch
+        hstream = None if stream is None else self._cu_stream(stream)
+        try:  # the previous launch's plan, which checks its pattern as it reads and launches
+            status = self._fire(args, dims, shared_mem, hstream)
+        except Exception:  # a value only the checked path takes (or refuses): see below
+            status = None
+        if status is not self._ok:  # another pattern, or the driver refused: the checked path
+            self._launch_checked(args, dims, shared_mem, stream)
+
+    def _launch_with(
+        self, args: Tuple[Any, ...], dims: Tuple[int, ...], shared_mem: int, stream: Any
+    ) -> None:
+        """A launch of a known shape: the last plan's fire, else the checked path."""
+        hstream = None if stream is None else self._cu_stream(stream)
+        try:
+            status = self._fire(args, dims, shared_mem, hstream)
+        except Exception:
+            status = None
+        if status is not self._ok:
+            self._launch_checked(args, dims, shared_mem, stream)
+
+    def _launch_checked(
+        self, args: Tuple[Any, ...], dims: Tuple[int, ...], shared_mem: int, stream: Any
+    ) -> None:
+        """A launch through the plan of `args`' pattern (made on its first launch) and the
+        backend's `launch_raw`, which retries on a thread with no context and raises on errors."""
+        plan = self._last
+        try:
+            buf = plan.repack(args)
+        except Exception:
+            buf = None
+        if buf is None:
+            plan, buf = self._plan_and_pack(args)
         handle = 0 if stream is None else self._stream_handle(stream)
         if plan.cooperative:
-            self._launch_cooperative(func, dims, shared_mem, handle, buf)
+            self._launch_cooperative(plan.func, dims, shared_mem, handle, buf)
         else:
-            self._launch_raw(func, *dims, shared_mem, handle, buf)
+            self._launch_raw(plan.func, *dims, shared_mem, handle, buf)
 
     def _launch_cooperative(
         self, func: Any, dims: Tuple[int, ...], shared_mem: int, stream: int, buf: ParamBuffer
@@ -179,6 +208,11 @@ class Kernel:
         if plan is None:
             plan = self._new_plan(key, args)
         self._last = plan
+        self._fire = plan.fire
+        if plan.entry is not None:  # `kernel.launch` is now this pattern's own, one frame
+            vars(self)["launch"] = plan.entry
+        else:
+            vars(self).pop("launch", None)
         try:
             buf = plan.pack(args, cais) if plan.fast else None
         except Exception:  # a value only the checked path takes (or refuses)
@@ -193,9 +227,33 @@ class Kernel:
         packed = abi.pack_args(spec, args)
         func = self._cache.load_function(self._library.name, module, spec)
         plan = build_plan(func, spec, args, packed)
+        if self._cu is None:  # the first plan: the driver is loaded by now
+            self._bind_launcher()
+        if self._cu:
+            plan.set_launcher(self._cu, self._entry_names())
         if key is not None and len(self._plans) < _MAX_PLANS:
             self._plans[key] = plan
         return plan
+
+    def _bind_launcher(self) -> None:
+        """The backend's bare launch call, its success status and its stream reader, if it has
+        them (`CudaBackend.launch_function`); a backend without keeps every launch checked."""
+        bind = getattr(self._backend, "launch_function", None)
+        found = bind() if bind is not None else None
+        if found is None:
+            self._cu = False
+        else:
+            self._cu, self._ok, self._cu_stream = found
+
+    def _entry_names(self) -> Dict[str, Any]:
+        """What a plan's launch entry (`launch_repack._ENTRY`) reads of this kernel."""
+        return {
+            "kernel": self,
+            "ok": self._ok,
+            "cu_stream": self._cu_stream,
+            "slow": Kernel.launch,
+            "checked": self._launch_checked,
+        }
 
     def _checked_pack(self, args: Tuple[Any, ...]) -> Tuple[Any, ParamBuffer]:
         module, spec = self.resolve(*args)
@@ -275,6 +333,11 @@ class _NoPlan:
 _NO_PLAN = _NoPlan()
 
 
+def _no_stream(stream: Any) -> None:
+    """The stream reader before a bare launch call is bound (no launch uses its result)."""
+    return None
+
+
 def _shared_mem(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise DispatchError(f"shared_mem must be a non-negative integer, not {value!r}")
@@ -282,11 +345,19 @@ def _shared_mem(value: Any) -> int:
 
 
 class _Configured:
-    __slots__ = ("_k", "_grid", "_block", "_stream", "_shared")
+    """`kernel[grid, block, stream, shared_mem]`: its launch shape is read once, here, when grid
+    and block cannot change (ints, tuples); a list is read again on every call."""
+
+    __slots__ = ("_k", "_grid", "_block", "_stream", "_shared", "_dims")
 
     def __init__(self, kernel: Kernel, grid: Any, block: Any, stream: Any, shared: int) -> None:
         self._k, self._grid, self._block = kernel, grid, block
-        self._stream, self._shared = stream, shared
+        self._stream, self._shared = stream, _shared_mem(shared)
+        fixed = grid.__class__ in _IMMUTABLE and block.__class__ in _IMMUTABLE
+        self._dims = kernel._launch_dims(grid, block) if fixed else None
 
     def __call__(self, *args: Any) -> None:
-        self._k.launch(self._grid, self._block, *args, stream=self._stream, shared_mem=self._shared)
+        dims = self._dims
+        if dims is None:
+            dims = self._k._launch_dims(self._grid, self._block)
+        self._k._launch_with(args, dims, self._shared, self._stream)

@@ -7,7 +7,6 @@ device once per library; loading (`gpu_runtime.bundle.loader`) happens on a kern
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -15,16 +14,26 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from gpu_runtime.bundle.completeness import select_unless_incomplete
 from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
 from gpu_runtime.bundle.loader import ModuleLoader, variants_on_disk
-from gpu_runtime.bundle.lookup import no_library, not_found, qualified_names, resolve_name
+from gpu_runtime.bundle.lookup import (
+    check_name,
+    no_library,
+    not_found,
+    qualified_names,
+    resolve_name,
+)
 from gpu_runtime.bundle.selection import KINDS, Choice
-from gpu_runtime.errors import KernelNotFoundError, NoCompatibleVariantError
+from gpu_runtime.errors import (
+    IncompleteBundleError,
+    KernelNotFoundError,
+    NoCompatibleVariantError,
+)
 from gpu_runtime.kernel import Kernel
+from gpu_runtime.logs import log
 from gpu_spec.manifest.model import KernelSpec, Library, Manifest, ModuleSpec
 from gpu_spec.versions import parse_version
 
 __all__ = ["ENV_PREFER", "Kernel", "KernelCache"]
 
-log = logging.getLogger("gpu_runtime")
 
 ENV_PREFER = "GPU_RUNTIME_PREFER"
 
@@ -53,6 +62,7 @@ class KernelCache:
         prefer: Optional[str] = None,
         origin: str = "bundle",
         jit: Optional["KernelCache"] = None,
+        signed_by: Optional[str] = None,
     ) -> None:
         if backend is None:
             from gpu_runtime.driver.device import CudaBackend
@@ -71,6 +81,9 @@ class KernelCache:
         # JIT fallback (not strict, a compiler at hand): kernels or capabilities the bundle
         # lacks are compiled instead of failing.
         self._jit = jit
+        # A trusted signed bundle opened where JIT mode could compile (the key id): what it
+        # lacks is refused in one line that says why nothing is compiled (see api.open_cache).
+        self._signed_by = signed_by
         self._compiled: Dict[
             Tuple[str, Optional[str]], Kernel
         ] = {}  # names the JIT fallback serves
@@ -106,6 +119,7 @@ class KernelCache:
 
     def library(self, name: str) -> Library:
         """The manifest entry of library `name` (in JIT mode: once compiled)."""
+        check_name(name, "library")
         self._discover(name, name)
         try:
             return self._libraries[name]
@@ -126,6 +140,9 @@ class KernelCache:
     # -- lookup -----------------------------------------------------------------------------
     def kernel(self, name: str, library: Optional[str] = None) -> Kernel:
         """The kernel called `name` ("saxpy", or "library.kernel" when names collide)."""
+        check_name(name)
+        if library is not None:
+            check_name(library, "library")
         if self._jit is not None:
             return self._kernel_or_compiled(name, library)
         return self._own_kernel(name, library)
@@ -135,7 +152,10 @@ class KernelCache:
         origin = self._describe_origin()
         found = resolve_name(self._libraries, name, library, origin, self.libraries())
         if found is None:
-            raise not_found(name, self.kernel_names(), origin)
+            e = not_found(name, self.kernel_names(), origin)
+            if self._signed_by is not None:
+                raise KernelNotFoundError(f"{e}; {self._no_jit_reason()}") from None
+            raise e
         with self._lock:
             k = self._kernels.get(found)
             if k is None:
@@ -164,6 +184,23 @@ class KernelCache:
 
     def _describe_origin(self) -> str:
         return f"bundle {self._manifest.bundle!r} ({self._root})"
+
+    def _no_jit_reason(self) -> str:
+        return (
+            f"a bundle signed by a trusted key (here {self._signed_by}) is never JIT-compiled, "
+            f"since no signature covers a compile"
+        )
+
+    def _refuse_jit(self, library: str, info: Any) -> NoCompatibleVariantError:
+        """The one-line refusal of a trusted bundle with nothing for this GPU (no JIT fallback)."""
+        caps = sorted({v.capability for v in self._libraries[library].variants})
+        need = info.sm
+        return NoCompatibleVariantError(
+            f"{self._describe_origin()}: library {library!r} has no code for this GPU, "
+            f"{info.describe()}; the bundle holds {', '.join(caps) or 'nothing'}, and "
+            f"{self._no_jit_reason()}: add {need} to the deploy_bundle's `capabilities` and "
+            f"re-run `pants package` (JIT mode, `pants run` of the app, compiles in development)"
+        )
 
     def _fix_hint(self) -> Optional[str]:
         """Advice for NoCompatibleVariantError (None: add the capability and `pants package`)."""
@@ -206,18 +243,25 @@ class KernelCache:
         info = self._backend.device_info()
         if not self._choices:
             self._warn_if_driver_older(info)
-        ch = select_unless_incomplete(  # files missing: no capability advice
-            self._manifest,
-            self._root,
-            variants_on_disk(self._root, lib),
-            info.capability,
-            info.driver_version,
-            kinds=self._kinds,
-            device_name=info.name,
-            library=lib.name,
-            bundle=self._manifest.bundle,
-            fix=self._fix_hint(),
-        )
+        try:
+            ch = select_unless_incomplete(  # files missing: no capability advice
+                self._manifest,
+                self._root,
+                variants_on_disk(self._root, lib),
+                info.capability,
+                info.driver_version,
+                kinds=self._kinds,
+                device_name=info.name,
+                library=lib.name,
+                bundle=self._manifest.bundle,
+                fix=self._fix_hint(),
+            )
+        except IncompleteBundleError:
+            raise
+        except NoCompatibleVariantError:
+            if self._signed_by is None:
+                raise
+            raise self._refuse_jit(library, info) from None
         log.info(
             "gpu_runtime: %s: using %s %s (toolchain %s) on %s: %s",
             library,
@@ -287,7 +331,8 @@ class KernelCache:
                         if ks.name == k
                     }
                 )
-                lines.append(f"    {k}: " + "; ".join(sigs))
+                # qualified, as `kernel()` accepts it whatever other libraries define
+                lines.append(f"    {lib.name}.{k}: " + "; ".join(sigs))
                 loaded = self._loader.origins.get(f"{lib.name}.{k}")
                 if loaded:
                     lines.append(f"      from {loaded}")

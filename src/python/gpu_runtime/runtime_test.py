@@ -65,6 +65,34 @@ def test_ambiguous_name_lists_qualified_candidates(tmp_path):
     assert c.kernel("saxpy64.saxpy").library == "saxpy64"
 
 
+def test_describe_prints_qualified_names_that_kernel_accepts(tmp_path):
+    """Every kernel line of describe() starts with "library.kernel:", which `kernel()` takes
+    as is, also where a bare name is ambiguous (two libraries define saxpy)."""
+    specs = library_specs(
+        ["saxpy", "saxpy64", "matmul"], extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)}
+    )
+    c = gpu_runtime.open_cache(write_bundle(str(tmp_path), specs), backend=FakeBackend())
+    printed = [
+        line.strip().split(": ", 1)[0]
+        for line in c.describe().splitlines()
+        if line.startswith("    ") and not line.startswith("      ")
+    ]
+    assert (
+        printed
+        == c.kernel_names()
+        == [
+            "matmul.matmul<float, 16>",
+            "matmul.matmul<double, 16>",
+            "saxpy.saxpy",
+            "saxpy64.saxpy",
+        ]
+    )
+    for q in printed:
+        assert c.kernel(q).qualified_name == q
+    with pytest.raises(KernelNotFoundError, match="use one of saxpy.saxpy, saxpy64.saxpy"):
+        c.kernel("saxpy")
+
+
 def test_signatures_and_describe_need_no_gpu(bundle):
     class NoGpu(FakeBackend):
         def device_info(self):
@@ -75,7 +103,38 @@ def test_signatures_and_describe_need_no_gpu(bundle):
         "histogram_256(uint8[::1], uint32[::1])",
         "histogram_256(uint8[:], uint32[::1])",
     ]
-    assert "matmul<float, 16>: matmul<float, 16>(u64, u64, u64, u32, u32, u32)" in c.describe()
+    described = c.describe()
+    # declared C types where the manifest has them, PTX types for older manifests
+    assert (
+        "matmul<float, 16>: matmul<float, 16>(const float*, const float*, float*, int, int, int)"
+    ) in described
+    assert "matmul<double, 16>: matmul<double, 16>(u64, u64, u64, u32, u32, u32)" in described
+    assert c.kernel("matmul<float, 16>").signatures == [
+        "matmul<float, 16>(const float*, const float*, float*, int, int, int)"
+    ]
+
+
+def test_c_kernel_arguments_are_checked_against_the_declared_types(cache, fake_backend):
+    k = cache.kernel("matmul<float, 16>")
+    f32, f64 = vec(256, ptr=PTR), vec(256, "float64", ptr=PTR + 4096)
+    with pytest.raises(
+        DispatchError,
+        match=r"argument 1 of matmul<float, 16> \(const float\*\): got a device array of "
+        r"dtype float64, not float32; pass an array of float32, or its address as an int",
+    ):
+        k.launch((1, 1), (16, 16), f32, f64, f32, 16, 16, 16)
+    k.launch((1, 1), (16, 16), f32, f64.ptr, f32, 16, 16, 16)  # an address: reinterpreted
+    k.launch((1, 1), (16, 16), f32, f32, f32, -1, 16, 16)  # int: negative is the kernel's business
+    with pytest.raises(DispatchError, match=r"2147483648 does not fit in int \(int32\)"):
+        k.launch((1, 1), (16, 16), f32, f32, f32, 2**31, 16, 16)
+    # the repeat-launch path checks as the first launch did
+    for bad in (vec(8, "float64"), vec(8, "int32")):
+        with pytest.raises(DispatchError, match="got a device array of dtype"):
+            k.launch((1, 1), (16, 16), f32, f32, bad, 16, 16, 16)
+    with pytest.raises(DispatchError, match="does not fit in int"):
+        k.launch((1, 1), (16, 16), f32, f32, f32, 16, np.int64(2**31), 16)
+    # no declared types recorded (an older manifest): the PTX types alone, as before
+    cache.kernel("matmul<double, 16>").launch((1, 1), (16, 16), f32, f64, f32, 2**31, 16, 16)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,3 +435,14 @@ def test_removed_cubins_and_ptx_give_the_clear_error(bundle):
         os.remove(path)
     with pytest.raises(gpu_runtime.IntegrityError, match="4 of 24 files missing"):
         gpu_runtime.open_cache(bundle, backend=FakeBackend()).kernel("saxpy").load()
+
+
+@pytest.mark.parametrize("bad", [None, "", b"saxpy", 3, print])
+def test_a_name_that_is_not_a_string_is_refused_in_one_line(cache, bad):
+    with pytest.raises(KernelNotFoundError, match="must be a non-empty string") as e:
+        cache.kernel(bad)
+    assert "\n" not in str(e.value)
+    with pytest.raises(KernelNotFoundError, match="library name must be a non-empty string"):
+        cache.kernel("saxpy", library=bad if bad is not None else 0)
+    with pytest.raises(KernelNotFoundError, match="library name must be a non-empty string"):
+        cache.library(bad)

@@ -2,8 +2,11 @@
 
 It writes `<out-dir>/<capability>/metadata.json` and the module files that `make_metadata`
 describes, with contents derived from every input file under the cwd, so that a changed input
-changes the output. $FAKE_COMPILER_LOG gets a line per compile, $FAKE_COMPILER_SLEEP widens
-race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash, $FAKE_COMPILER_FAIL fails.
+changes the output, and, as numba's and NVRTC's do, from the environment variables that
+change codegen (NUMBA_*, CUDA_*, NVRTC_*, NVVM_*, LD_*, any case), so that one that leaks
+into the compile shows in its bytes. $FAKE_COMPILER_LOG gets a line per compile,
+$FAKE_COMPILER_SLEEP widens race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash,
+$FAKE_COMPILER_FAIL fails.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ def _inputs_digest() -> str:
             path = os.path.join(dirpath, name)
             with open(path, "rb") as f:
                 digest.update(path.encode() + b"\0" + f.read())
+    for name in sorted(os.environ):
+        if name.upper().startswith(CODEGEN_ENV):
+            digest.update(f"{name}={os.environ[name]}".encode() + b"\0")
     return digest.hexdigest()[:16]
+
+
+CODEGEN_ENV = ("NUMBA_", "CUDA_", "NVRTC_", "NVVM_", "LD_")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

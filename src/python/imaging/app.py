@@ -95,6 +95,17 @@ def matmul_stage(
     name = "matmul<float, 16> (CUDA C++, template)"
     _check(results, name, c.to_numpy(), want, rtol=1e-4, atol=1e-4)
 
+    # The top-left (m/2 x nn/2) block of the same product, scaled, written into a block of c:
+    # matmul_ld reads and writes rows of the full matrices (leading dimensions k, nn, nn).
+    half_m, half_n = m // 2, nn // 2
+    grid = (cdiv(half_n, TILE), cdiv(half_m, TILE))
+    ld = (da, np.int32(k), db, np.int32(nn), c, np.int32(nn))
+    shape = (np.int32(half_m), np.int32(half_n), np.int32(k), np.float32(0.5))
+    cache.kernel("matmul_ld<float, 16>").launch(grid, (TILE, TILE), *ld, *shape)
+    want[:half_m, :half_n] *= 0.5
+    name = "matmul_ld<float, 16> (CUDA C++, 10 arguments, leading dimensions)"
+    _check(results, name, c.to_numpy(), want, rtol=1e-4, atol=1e-4)
+
 
 def run_pipeline(cache: gpu_runtime.KernelCache, height: int, width: int) -> Results:
     """Every stage, checked against numpy: [(stage, ok, detail)]."""

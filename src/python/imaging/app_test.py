@@ -12,7 +12,7 @@ import gpu_runtime.driver.device
 from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
 from gpu_runtime.errors import DeviceError
 from gpu_runtime.selftest.inputs import HostArray
-from gpu_spec.conftest import arr, numba_array_params
+from gpu_spec.conftest import MATMUL_WITH_LD, arr, numba_array_params
 from imaging import app
 
 BLUR = [
@@ -54,7 +54,10 @@ def example_bundle(tmp_path):
     """A fake bundle of the example's libraries, blur included."""
     specs = library_specs(
         ["saxpy", "blur", "histogram", "matmul", "sobel"],
-        extra={"blur": ("src/python/imaging/kernels/blur.py", "numba", BLUR)},
+        extra={
+            "blur": ("src/python/imaging/kernels/blur.py", "numba", BLUR),
+            "matmul": ("src/python/imaging/kernels/matmul.cu", "cuda_cpp", MATMUL_WITH_LD),
+        },
     )
     return write_bundle(str(tmp_path / "dist" / "imaging_h200"), specs)
 
@@ -127,13 +130,14 @@ def test_no_driver(example_bundle, monkeypatch, capsys):
 def test_a_failing_check_is_exit_1_not_2(example_bundle, fake_gpu, monkeypatch, capsys):
     monkeypatch.setenv("GPU_RUNTIME_CACHE", example_bundle)
     rc, out, _ = run_app(capsys)  # the fake GPU computes nothing: only sobel's zeros are right
-    assert rc == 1 and out.splitlines()[-1].startswith("1 passed, 4 failed")
+    assert rc == 1 and out.splitlines()[-1].startswith("1 passed, 5 failed")
     assert [launch[0][1] for launch in fake_gpu.launches] == [
         "blur/box_blur_3x3__0",
         "sobel/sobel",
         "histogram/histogram_256__0",
         "saxpy/saxpy__0",
         "matmul/matmul",
+        "matmul/matmul",  # matmul_ld<float, 16>, the same module
     ]
 
 
@@ -141,7 +145,7 @@ def test_self_test_dry_run(example_bundle, capsys):
     rc, out, _ = run_app(capsys, "--self-test", "--dry-run", "--cache", example_bundle, "-q")
     assert rc == 0
     lines = out.splitlines()
-    # 8 signatures in 2 modes, all dry; the sha256 check; the probe is not run dry
-    assert lines[-1] == "1 passed, 0 failed, 17 skipped"
-    assert sum("reason=dry run (no launch)" in line for line in lines) == 16
+    # 10 signatures in 2 modes, all dry; the sha256 check; the probe is not run dry
+    assert lines[-1] == "1 passed, 0 failed, 21 skipped"
+    assert sum("reason=dry run (no launch)" in line for line in lines) == 20
     assert any(line.startswith("SKIP [ptx] ptx sm_90 blur.box_blur_3x3(") for line in lines)

@@ -114,13 +114,17 @@ def ref_sobel_magnitude(spec: KernelSpec, mem: Memory, rng: np.random.Generator)
 MATMUL_NAME = r"matmul<\s*(float|double)\s*,\s*(\d+)\s*>"
 
 
+def _template_args(pattern: str, spec: KernelSpec) -> tuple:
+    """(numpy dtype, tile) of a `name<float|double, TILE>` instantiation."""
+    match = re.fullmatch(pattern, spec.name)
+    if match is None:
+        raise LookupError(spec.name)
+    return (np.float32 if match.group(1) == "float" else np.float64), int(match.group(2))
+
+
 def ref_matmul(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
     # matmul.cu: matmul<T, TILE>(a, b, c, m, n, k), row-major; block (TILE, TILE)
-    m_ = re.fullmatch(MATMUL_NAME, spec.name)
-    if m_ is None:
-        raise LookupError(spec.name)
-    dtype = np.float32 if m_.group(1) == "float" else np.float64
-    tile = int(m_.group(2))
+    dtype, tile = _template_args(MATMUL_NAME, spec)
     m, n, k = 70, 33, 45
     a = rng.standard_normal((m, k)).astype(dtype)
     b = rng.standard_normal((k, n)).astype(dtype)
@@ -132,6 +136,28 @@ def ref_matmul(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
     return Case(args, grid, (tile, tile), {2: want}, rtol=tol, atol=tol)
 
 
+MATMUL_LD_NAME = r"matmul_ld<\s*(float|double)\s*,\s*(\d+)\s*>"
+
+
+def ref_matmul_ld(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
+    # matmul.cu: matmul_ld<T, TILE>(a, lda, b, ldb, c, ldc, m, n, k, alpha), C = alpha A B with
+    # rows lda, ldb, ldc elements apart (wider than k, n, n): the padding columns stay untouched
+    dtype, tile = _template_args(MATMUL_LD_NAME, spec)
+    m, n, k, lda, ldb, ldc = 37, 21, 50, 53, 24, 29
+    a = rng.standard_normal((m, lda)).astype(dtype)
+    b = rng.standard_normal((k, ldb)).astype(dtype)
+    c = rng.standard_normal((m, ldc)).astype(dtype)
+    alpha = dtype(0.5)
+    want = c.copy()
+    want[:, :n] = (alpha * (a[:, :k].astype(np.float64) @ b[:, :n].astype(np.float64))).astype(
+        dtype
+    )
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    grid = (cdiv(n, tile), cdiv(m, tile))
+    args = [mem.array(a), lda, mem.array(b), ldb, mem.array(c), ldc, m, n, k, alpha]
+    return Case(args, grid, (tile, tile), {4: want}, rtol=tol, atol=tol, note="lda > k, ldb > n")
+
+
 REFERENCES = ReferenceTable(
     {
         "saxpy": ref_saxpy,
@@ -140,6 +166,6 @@ REFERENCES = ReferenceTable(
         "sum_f32": ref_sum_f32,
         "sobel_magnitude": ref_sobel_magnitude,
     },
-    patterns=[(MATMUL_NAME, ref_matmul)],
+    patterns=[(MATMUL_NAME, ref_matmul), (MATMUL_LD_NAME, ref_matmul_ld)],
     probe="saxpy",
 )

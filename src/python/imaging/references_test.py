@@ -18,12 +18,15 @@ EXAMPLE_KERNELS = [
     "sobel_magnitude",
     "matmul<float, 16>",
     "matmul<double, 16>",
+    "matmul_ld<float, 16>",
+    "matmul_ld<double, 16>",
 ]
 
 
 def test_every_example_kernel_has_a_reference():
     assert all(REFERENCES.lookup(name) is not None for name in EXAMPLE_KERNELS)
     assert REFERENCES.lookup("matmul<double, 32>") is references.ref_matmul
+    assert REFERENCES.lookup("matmul_ld<float, 32>") is references.ref_matmul_ld
     assert REFERENCES.lookup("nope") is None
     assert REFERENCES.probe == "saxpy"
 

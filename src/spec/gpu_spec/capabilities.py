@@ -70,3 +70,20 @@ def min_ptx_isa(capability: str) -> str:
     """The oldest PTX ISA whose `.target` accepts `capability`."""
     parse_capability(capability)
     return CAPABILITY_MIN_PTX_ISA[capability]
+
+
+# Registers a thread may use on every capability gpu_spec accepts (sm_75 and up: 255, the
+# hardware limit; ptxas ignores a larger `-maxrregcount` without a word).
+MAX_REGISTERS_PER_THREAD = 255
+
+
+def check_max_registers(value: object) -> int:
+    """`max_registers` as a register cap: an int in 1..MAX_REGISTERS_PER_THREAD (no bool)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"max_registers must be a positive integer, got {value!r}")
+    if value > MAX_REGISTERS_PER_THREAD:
+        raise SpecError(
+            f"max_registers={value} is more than a thread can have on any supported GPU "
+            f"({MAX_REGISTERS_PER_THREAD}); use a value from 1 to {MAX_REGISTERS_PER_THREAD}"
+        )
+    return value

@@ -109,17 +109,22 @@ HISTOGRAM = [
     ),
 ]
 
+# matmul<float, 16> as today's compiler writes it (with the declared C types), matmul<double, 16>
+# and sobel as older ones did (PTX types only): manifests of both kinds stay readable.
 MATMUL = [
     (
         "matmul",
         [
-            _kernel(
-                "matmul<float, 16>",
-                "_Z6matmulIfLi16EEvPKT_S2_PS0_iii",
-                None,
-                "c",
-                None,
-                ["u64", "u64", "u64", "u32", "u32", "u32"],
+            dict(
+                _kernel(
+                    "matmul<float, 16>",
+                    "_Z6matmulIfLi16EEvPKT_S2_PS0_iii",
+                    None,
+                    "c",
+                    None,
+                    ["u64", "u64", "u64", "u32", "u32", "u32"],
+                ),
+                c_types=["const float*", "const float*", "float*", "int", "int", "int"],
             ),
             _kernel(
                 "matmul<double, 16>",
@@ -129,6 +134,25 @@ MATMUL = [
                 None,
                 ["u64", "u64", "u64", "u32", "u32", "u32"],
             ),
+        ],
+    )
+]
+
+# matmul.cu as the example's BUILD compiles it: with matmul_ld, BLAS's shape (10 arguments).
+MATMUL_WITH_LD = [
+    (
+        "matmul",
+        MATMUL[0][1]
+        + [
+            _kernel(
+                f"matmul_ld<{t}, 16>",
+                f"_Z9matmul_ldI{c}Li16EEvPKT_iS2_iPS0_iiiiS0_",
+                None,
+                "c",
+                None,
+                ["u64", "u32", "u64", "u32", "u64", "u32", "u32", "u32", "u32", f],
+            )
+            for t, c, f in (("float", "f", "f32"), ("double", "d", "f64"))
         ],
     )
 ]
@@ -201,7 +225,7 @@ ISSUE9 = [
             _kernel(
                 "add_pointers",
                 "_Zcptr",
-                "void(CPointer(float32), voidptr, float32[::1])",
+                "void(CPointer(float32), voidptr, array(float32, 0d, C))",
                 "numba",
                 [ptr("float32"), ptr("void"), arr("float32", 0)],
                 ["u64", "u64"] + numba_array_params(0),

@@ -4,16 +4,19 @@ The plugin (`gpu_build.util_rules.jit_index`) generates, for each `gpu_kernel` a
 depends on,
 `<source root>/__gpu_kernels__/<address>.json` plus the files its compile reads under
 `<source root>/__gpu_kernels__/<address>/`; the runtime (`gpu_runtime.jit.sources`) finds them
-on sys.path. Schema 1 entry:
+on sys.path. Schema 2 entry:
 
-    {"schema": 1, "library": "saxpy", "target": "src/python/imaging/kernels:saxpy",
+    {"schema": 2, "library": "saxpy", "target": "src/python/imaging/kernels:saxpy",
      "toolchain": "cuda13", "capabilities": ["sm_87", "sm_90"],
-     "source": "src/python/imaging/kernels/saxpy.py",
+     "source": "src/python/imaging/kernels/saxpy.py", "source_root": "src/python",
      "flags": ["--sys-path", "src/python", ...],      # `gpu_compiler compile` flags
      "files": {"src/python/imaging/kernels/saxpy.py": "<sha256>", ...}}
 
 Paths are relative to the files directory, which is the compile's working directory, exactly
-as in the build step's sandbox.
+as in the build step's sandbox, i.e. relative to the build root. `source_root` (schema 2) is
+the source's root there: it lets the runtime find the live copy of each file in a checkout
+(`gpu_runtime.jit.sources`) and refuse an index that `export-codegen` wrote before the files
+changed. An entry of schema 1 predates it and is refused: regenerate it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from gpu_spec.manifest.checker import NAME_RE, SHA256_RE
 from gpu_spec.paths import check_relpath
 
 JIT_DIR = "__gpu_kernels__"
-JIT_INDEX_SCHEMA = 1
+JIT_INDEX_SCHEMA = 2
 INDEX_SUFFIX = ".json"
 
 
@@ -47,6 +50,11 @@ def parse_jit_entry(data: Any, origin: str) -> Dict[str, Any]:
     for key in ("target", "toolchain", "source"):
         if not isinstance(data.get(key), str) or not data[key]:
             problems.append(f"{key!r} must be a non-empty string")
+    root = data.get("source_root")
+    if not isinstance(root, str):
+        problems.append("'source_root' must be a string ('' for the build root)")
+    elif root and check_relpath(root):
+        problems.append(f"source_root {root!r}: {check_relpath(root)}")
     flags = data.get("flags")
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         problems.append("'flags' must be a list of strings")

@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 
 from gpu_spec.errors import SpecError
-from gpu_spec.jit_index import entry_paths, parse_jit_entry
+from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths, parse_jit_entry
 
 SHA = "ab" * 32
 
 
 def entry(**over):
     data = {
-        "schema": 1,
+        "schema": JIT_INDEX_SCHEMA,
         "library": "saxpy",
         "target": "src/python/k:saxpy",
         "toolchain": "cuda13",
         "capabilities": ["sm_90"],
         "source": "src/python/k/saxpy.py",
+        "source_root": "src/python",
         "flags": ["--sys-path", "src/python"],
         "files": {"src/python/k/saxpy.py": SHA},
     }
@@ -40,7 +41,9 @@ def test_a_good_entry_parses() -> None:
 @pytest.mark.parametrize(
     "over, problem",
     [
-        ({"schema": 2}, "schema 2"),
+        ({"schema": 1}, "schema 1"),  # before source_root: an old export-codegen
+        ({"source_root": None}, "'source_root' must be a string"),
+        ({"source_root": "/abs"}, "absolute"),
         ({"files": {"/etc/passwd": SHA, "src/python/k/saxpy.py": SHA}}, "absolute"),
         ({"files": {"../x.py": SHA, "src/python/k/saxpy.py": SHA}}, "'..'"),
         ({"files": {"src/python/k/other.py": SHA}}, "not among 'files'"),

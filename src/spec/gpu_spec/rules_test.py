@@ -178,3 +178,13 @@ def test_standard_library_only():
             for name in names:
                 top = name.split(".")[0]
                 assert top == "gpu_spec" or top in stdlib, f"{path.name} imports {name}"
+
+
+def test_max_registers_is_a_thread_s_register_count():
+    from gpu_spec.capabilities import check_max_registers
+    from gpu_spec.errors import SpecError
+
+    assert check_max_registers(255) == 255 and check_max_registers(1) == 1
+    for bad in (0, -1, 256, 100000, True, 32.0, "32", None):
+        with pytest.raises(SpecError, match="max_registers"):
+            check_max_registers(bad)

@@ -37,6 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
 from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
+from gpu_compiler.cuda_cpp.param_types import PROBE_SOURCE, declared_param_types
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
 from gpu_compiler.sandbox import Sandbox
@@ -47,12 +48,40 @@ _DIAG_RE = re.compile(
     r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): (?:catastrophic )?error\b", re.MULTILINE
 )
 
+# NVRTC's report of an include the OS sandbox (gpu_compiler.confine) denied it.
+_DENIED_RE = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: cannot open source file "
+    r'"(?P<name>[^"\n]+)": (?:Permission denied|Operation not permitted)',
+    re.MULTILINE,
+)
+
+
+def _denied_include(m: "re.Match[str]") -> CompileError:
+    """``file:line: error: refused to read <header>: ...``: one line, where NVRTC's is five.
+
+    Why here and not by the ``#include`` scan: this is a spelling the scan did not see (a
+    comment or a backslash-newline inside the directive, say) that NVRTC's preprocessor
+    did; the OS sandbox kept the file from it, and NVRTC says so this way.
+    """
+    from gpu_compiler import confine
+
+    shown, line, name = m.group("file"), int(m.group("line")), m.group("name")
+    # NVRTC names the header as written; a relative one is looked up first beside its includer.
+    path = name if os.path.isabs(name) else os.path.join(os.path.dirname(shown), name)
+    return CompileError(
+        "%s:%d: error: %s" % (shown, line, confine.refusal_text(path)),
+        source=shown,
+        line=line,
+    )
+
 
 @dataclass
 class CudaKernel:
     name: str
     entry: str
     params: List[str] = field(default_factory=list)
+    # declared C types, one per param (gpu_spec.c_types); None if they could not be read
+    c_types: Optional[List[str]] = None
 
 
 @dataclass
@@ -139,7 +168,47 @@ def compile_cuda_source(
     ptx_text, lowered, log = _run_nvrtc(program, source_path, capability, options, exprs)
     ptx_text = ptxmod.relativize_file_directives(ptx_text)
     kernels = _kernels(ptx_text, lowered, source_path)
+    by_entry = {low: e for e, low in lowered.items()}
+    declared = declared_param_types(
+        [(k.entry, by_entry.get(k.entry), len(k.params)) for k in kernels],
+        lambda probes: _probe_lowered_names(program, source_path, options, probes),
+    )
+    for k in kernels:
+        k.c_types = declared.get(k.entry)
     return CudaPTX(ptx=ptx_text, kernels=kernels, log=log)
+
+
+def _probe_lowered_names(
+    program: CudaProgramText, source_path: str, options: List[str], probes: List[str]
+) -> Optional[Dict[str, str]]:
+    """Lowered names of `probes` in the source plus the probe template
+    (`gpu_compiler.cuda_cpp.param_types`), front end only; None if NVRTC refuses it."""
+    from cuda.bindings import nvrtc
+
+    probe_program = CudaProgramText(program.source + PROBE_SOURCE, program.headers)
+    names = [n.encode("utf-8") for n, _ in probe_program.headers]
+    texts = [t for _, t in probe_program.headers]
+    (prog,) = _check(
+        nvrtc.nvrtcCreateProgram(
+            probe_program.source, source_path.encode("utf-8"), len(texts), texts, names
+        ),
+        "nvrtcCreateProgram",
+    )
+    try:
+        for e in probes:
+            _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
+        opts = [o.encode("utf-8") for o in options + ["-fdevice-syntax-only"]]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            return None
+        out = {}
+        for e in probes:
+            err, name = nvrtc.nvrtcGetLoweredName(prog, e.encode("utf-8"))
+            if err == nvrtc.nvrtcResult.NVRTC_SUCCESS and name:
+                out[e] = name.decode("utf-8") if isinstance(name, bytes) else str(name)
+        return out
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
 
 
 def _program_text(
@@ -194,6 +263,9 @@ def _compile_program(prog, options: List[str], source_path: str, capability: str
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
     log = relativize_text(_get_log(prog)).strip()
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        denied = _DENIED_RE.search(log)
+        if denied is not None:
+            raise _denied_include(denied)
         m = _DIAG_RE.search(log)
         raise CompileError(
             "%s: error: NVRTC failed to compile for %s:\n%s"

@@ -83,7 +83,7 @@ def _line_of(text: str, offset: int) -> int:
 def _refusal(d: _Directive, what: str) -> CompileError:
     shown = os.path.normpath(d.includer)
     return CompileError(
-        "%s:%d: error: %s\n  fix: %s" % (shown, d.line, what, FIX_HEADER), source=shown, line=d.line
+        "%s:%d: error: %s; fix: %s" % (shown, d.line, what, FIX_HEADER), source=shown, line=d.line
     )
 
 
@@ -171,7 +171,7 @@ def _check_roots(source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
         if not sandbox.inside(inc):
             raise CompileError(
                 "%s: error: include directory %r resolves to %s, outside the compile's inputs "
-                "(the sandbox)\n  fix: %s" % (source_path, inc, sandbox.where(inc), FIX_HEADER),
+                "(the sandbox); fix: %s" % (source_path, inc, sandbox.where(inc), FIX_HEADER),
                 source=source_path,
             )
 

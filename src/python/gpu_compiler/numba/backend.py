@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba import link_order as numba_link_order
 from gpu_compiler.numba.abi import describe_args
 from gpu_compiler.numba.eager import signature_text
 from gpu_compiler.numba.errors import import_failure, located_error
@@ -91,7 +92,7 @@ def compile_numba_source(
     """
     target = _Target(capability, parse_capability(capability), fast_math, lineinfo)
     source_text = read_source_text(source_path)
-    _require_numba()
+    require_numba()
     from numba.cuda.core.compiler_lock import global_compiler_lock
 
     results: List[NumbaKernelPTX] = []
@@ -107,13 +108,30 @@ def compile_numba_source(
     return results
 
 
-def _require_numba() -> None:
+def require_numba() -> None:
     """A broken toolchain is a CompileError saying so, not an ImportError traceback."""
     try:
         from numba import cuda  # noqa: F401
         from numba.cuda.core import sigutils  # noqa: F401
+
+        _load_numba_registries()
+        numba_link_order.install()
     except Exception as e:  # pragma: no cover - toolchain problem
         raise CompileError("numba-cuda is not importable in this toolchain: %s" % (e,)) from e
+
+
+def _load_numba_registries() -> None:
+    """Import numba-cuda's typing and lowering registries now, before a kernel source is.
+
+    Why: numba loads them (cudaimpl, arrayobj, mathimpl, fp16, ... about 70 modules) on its
+    first compile, which runs inside ``SourceImporter`` with bytecode writing off, so their
+    ``.pyc`` were never written and every compile process compiled them from source again
+    (~0.3 s of each). Loaded here, the toolchain's ``__pycache__`` keeps them after one run.
+    """
+    from numba.cuda.descriptor import cuda_target
+
+    cuda_target.typing_context.refresh()
+    cuda_target.target_context.refresh()
 
 
 def _checked_table(importer: SourceImporter, source_text: str) -> List[Tuple[str, List[Any]]]:

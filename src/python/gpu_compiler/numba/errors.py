@@ -81,8 +81,12 @@ def located_error(
 
     The location is shown as the source path the caller gave when it is the
     kernel source itself (so messages match the command line), followed by
-    the offending line and numba's own (relativized) text.
+    the offending line and numba's own (relativized) text. A read the OS sandbox denied is
+    said as such, in one line.
     """
+    refused = denied_refusal(exc, source_path, is_user_file)
+    if refused is not None:
+        return refused
     loc = _error_location(exc, is_user_file)
     text = relativize_text(exception_text(exc))
     if loc is None:
@@ -94,6 +98,27 @@ def located_error(
         "%s:%d: error: %s%s\n%s" % (shown, loc[1], what, snippet, text),
         source=shown,
         line=loc[1],
+    )
+
+
+def denied_refusal(
+    exc: BaseException, source_path: str, is_user_file: Callable[[str], bool]
+) -> Optional[CompileError]:
+    """A read the OS sandbox denied (``gpu_compiler.confine``), at the user code that tried it:
+    one line naming the file, whatever the kernel made of the error."""
+    from gpu_compiler import confine
+
+    path = confine.denied_read(exc) or _denied_module(exc)
+    if path is None:
+        return None
+    loc = _error_location(exc, is_user_file)
+    if loc is None:
+        return CompileError(
+            "%s: error: %s" % (source_path, confine.refusal_text(path)), source=source_path
+        )
+    shown = display_path(loc[0], source_path)
+    return CompileError(
+        "%s:%d: error: %s" % (shown, loc[1], confine.refusal_text(path)), source=shown, line=loc[1]
     )
 
 
@@ -133,6 +158,30 @@ def import_failure(
             "need none, but device arrays cannot be created ahead of time)"
         )
     return located_error(exc, what, source_path, is_user_file)
+
+
+def _denied_module(exc: BaseException) -> Optional[str]:
+    """The file of a module the import did not find because the OS sandbox hid its directory.
+
+    Why: Python's path finder lists each sys.path directory and takes a denied listing for an
+    empty one, so ``sys.path.insert(0, "/opt/vendor"); import vendmod`` fails as "no module
+    named vendmod". The file is found here by ``stat``, which the sandbox does not deny.
+    """
+    import sys
+    from importlib.machinery import all_suffixes
+
+    from gpu_compiler import confine
+
+    conf = confine.active()
+    name = _missing_package(exc)
+    if conf is None or not name:
+        return None
+    for entry in sys.path:
+        base = os.path.join(entry or ".", name)
+        for cand in [base + s for s in all_suffixes()] + [os.path.join(base, "__init__.py")]:
+            if os.path.isfile(cand) and not conf.is_input(cand):
+                return cand
+    return None
 
 
 def _first_party(top_level: str, sys_path: Sequence[str]) -> bool:

@@ -154,7 +154,7 @@ class ImportGuard:
         what = "module %r from %s" % (module, path) if module else _module_file(path)
         text = (
             "refused to read %s: it is outside the compile's inputs (the sandbox) and the "
-            "toolchain\n  fix: %s" % (self.sandbox.where(what) if not module else what, FIX_MODULE)
+            "toolchain; fix: %s" % (self.sandbox.where(what) if not module else what, FIX_MODULE)
         )
         if site_ is None:
             return CompileError("%s: error: %s" % (self.source_path, text), source=self.source_path)

@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from gpu_compiler import ptx as ptxmod
 from gpu_compiler.errors import CompileError
+from gpu_compiler.numba import shared_lowering as numba_shared_lowering
 from gpu_compiler.numba.abi import check_param_count
 from gpu_compiler.numba.counters import fresh_counters
 
@@ -84,19 +85,31 @@ def compile_kernel_ptx(
     from numba.cuda.compiler import _compile_pyfunc_with_fixup  # type: ignore[attr-defined]
 
     opts = dispatcher.targetoptions
-    with _target_capability(cc), fresh_counters():
-        lib, _resty = _compile_pyfunc_with_fixup(
-            dispatcher.py_func,
-            sig,
-            debug=False,
-            lineinfo=bool(lineinfo or opts.get("lineinfo")),
-            device=False,
-            fastmath=True if fast_math else (opts.get("fastmath") or False),
-            cc=cc,
-            opt=bool(opts.get("opt", True)),
-            abi="numba",
-            launch_bounds=opts.get("launch_bounds"),
-        )
+    lineinfo = bool(lineinfo or opts.get("lineinfo"))
+    fastmath = True if fast_math else (opts.get("fastmath") or False)
+
+    def lower() -> Any:
+        with _target_capability(cc), fresh_counters():
+            lib, _resty = _compile_pyfunc_with_fixup(
+                dispatcher.py_func,
+                sig,
+                debug=False,
+                lineinfo=lineinfo,
+                device=False,
+                fastmath=fastmath,
+                cc=cc,
+                opt=bool(opts.get("opt", True)),
+                abi="numba",
+                launch_bounds=opts.get("launch_bounds"),
+            )
+        return lib
+
+    if numba_shared_lowering.active():  # a batched compile: lowered once for its capabilities
+        code = dispatcher.py_func.__code__
+        key = (code.co_filename, code.co_firstlineno, dispatcher.py_func.__qualname__, str(sig))
+        ptxs, lib = numba_shared_lowering.ptx_for(key + (lineinfo, fastmath), cc, lower)
+    else:
+        lib = lower()
         ptxs = lib.get_asm_strs(cc=cc)
     if len(ptxs) != 1:  # pragma: no cover - numba emits one PTX per kernel library
         raise CompileError("numba-cuda produced %d PTX modules for one kernel" % len(ptxs))

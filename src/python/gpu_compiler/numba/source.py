@@ -102,7 +102,7 @@ class SourceImporter:
             if not self.sandbox.inside(root):
                 raise CompileError(
                     "%s: error: sys.path root %r resolves to %s, outside the compile's inputs "
-                    "(the sandbox)\n  fix: %s"
+                    "(the sandbox); fix: %s"
                     % (self.source_path, root, self.sandbox.where(root), FIX_MODULE),
                     source=self.source_path,
                 )

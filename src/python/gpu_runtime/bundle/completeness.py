@@ -15,6 +15,8 @@ from typing import Any, Sequence
 from gpu_runtime.bundle.selection import Choice, select_variant
 from gpu_runtime.errors import IncompleteBundleError, NoCompatibleVariantError
 from gpu_spec.bundle_files import incomplete_message, missing_files
+from gpu_spec.capabilities import capability_name
+from gpu_spec.errors import SpecError
 from gpu_spec.manifest.model import Manifest, Variant
 
 
@@ -51,6 +53,23 @@ def select_unless_incomplete(
             try:
                 select_variant(manifest.library(kwargs["library"]).variants, *args, **kwargs)
             except NoCompatibleVariantError:
+                _refuse_if_listed(manifest, root, args[0], kwargs["library"])
                 raise  # the bundle as built has nothing for this device either
             raise _error(manifest, root, len(missing)) from None
+        _refuse_if_listed(manifest, root, args[0], kwargs["library"])
         raise
+
+
+def _refuse_if_listed(manifest: Manifest, root: str, device_cc: Any, library: str) -> None:
+    """A capability the manifest lists, with no code for it in the library: the manifest was
+    edited or cut, and "add the capability" (the usual advice) would be wrong."""
+    try:
+        cc = device_cc if isinstance(device_cc, str) else capability_name(device_cc)
+    except SpecError:  # a GPU newer than gpu_spec's table: no bundle can list it
+        return
+    if cc in manifest.capabilities:
+        raise IncompleteBundleError(
+            f"bundle {manifest.bundle!r} ({root}) lists {cc} among its capabilities, but its "
+            f"library {library!r} holds no {cc} code: the bundle is incomplete or was edited; "
+            f"re-run `pants package` (or copy the whole bundle directory again)"
+        )

@@ -63,3 +63,26 @@ def test_a_real_capability_problem_keeps_its_advice_with_files_missing(bundle):
     cache = gpu_runtime.open_cache(bundle, backend=FakeBackend(capability=(10, 0)), prefer="cubin")
     with pytest.raises(NoCompatibleVariantError, match='add "sm_100"'):
         cache.kernel("saxpy").load()  # sm_100: no cubin of the bundle could run, missing or not
+
+
+def test_a_listed_capability_without_its_code_is_incomplete_not_add_it(tmp_path):
+    """The manifest lists sm_90, but the sm_90 variants were cut out of it (edited, truncated):
+    telling the user to add sm_90 would be wrong. (cubin only: sm_80's PTX would run here.)"""
+    import json
+
+    from gpu_runtime.conftest import library_specs, write_bundle
+
+    root = write_bundle(str(tmp_path), library_specs(["saxpy"]))
+    path = os.path.join(root, "manifest.json")
+    with open(path) as f:
+        data = json.load(f)
+    assert "sm_90" in data["capabilities"]
+    for lib in data["libraries"]:
+        lib["variants"] = [v for v in lib["variants"] if v["capability"] != "sm_90"]
+    data["files"] = {k: v for k, v in data["files"].items() if "/sm_90/" not in k}
+    with open(path, "w") as f:
+        json.dump(data, f)
+    cache = gpu_runtime.open_cache(root, backend=FakeBackend(capability=(9, 0)), prefer="cubin")
+    with pytest.raises(IncompleteBundleError, match="lists sm_90 among its capabilities") as e:
+        cache.kernel("saxpy").load()
+    assert "add" not in str(e.value)

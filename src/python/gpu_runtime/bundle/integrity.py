@@ -1,16 +1,24 @@
-"""Reading cache files safely: paths must stay inside cache/, contents must match the manifest."""
+"""Reading cache files safely: paths must stay inside cache/, contents must match the manifest.
+
+`locate_file` is the one rule for which file a manifest path names: the runtime's loads
+(`read_verified`), its view of what is on disk (`loader.variants_on_disk`) and `verify`
+(`gpu_runtime.cli.verify`) all go through it, so what one refuses the others refuse too.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from typing import Mapping, Optional
 
 from gpu_runtime.errors import IntegrityError
 from gpu_spec.paths import check_relpath
 
 
-def resolve_in_cache(root: "str | os.PathLike[str]", relpath: str) -> str:
+def resolve_in_cache(
+    root: "str | os.PathLike[str]", relpath: str, where: str = "the cache directory"
+) -> str:
     """Absolute real path of `relpath` under `root`; IntegrityError if it would leave `root`.
 
     Refuses absolute paths, `..`, empty components and backslashes outright, then resolves
@@ -24,8 +32,33 @@ def resolve_in_cache(root: "str | os.PathLike[str]", relpath: str) -> str:
     real = os.path.realpath(os.path.join(real_root, *relpath.split("/")))
     if os.path.commonpath([real_root, real]) != real_root or real == real_root:
         raise IntegrityError(
-            f"refusing manifest path {relpath!r}: it resolves to {real}, outside the cache "
-            f"directory {real_root} (symlink escape)"
+            f"refusing manifest path {relpath!r}: it resolves to {real}, outside {where} "
+            f"{real_root} (symlink escape)"
+        )
+    return real
+
+
+def locate_file(
+    root: "str | os.PathLike[str]", relpath: str, where: str = "the cache directory"
+) -> Optional[str]:
+    """The real path of the regular file that `relpath` names under `root`, or None when
+    nothing is there; IntegrityError when the path leaves `root` (`resolve_in_cache`: `..`,
+    absolute, a symlinked file or directory pointing out) or names anything but a regular file
+    (a directory, a FIFO that would block the read, a device).
+
+    A hard link needs no rule: it carries no path, and its bytes are hashed like any file's.
+    """
+    real = resolve_in_cache(root, relpath, where)
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise IntegrityError(f"cannot read {relpath} ({real}): {e.strerror or e}") from e
+    if not stat.S_ISREG(mode):
+        raise IntegrityError(
+            f"refusing manifest path {relpath!r}: {real} is not a regular file; rebuild the "
+            f"bundle with `pants package`"
         )
     return real
 
@@ -52,11 +85,14 @@ def read_verified(
         raise IntegrityError(
             f'{relpath!r} is not listed in the manifest\'s "files"; refusing to load it'
         )
-    path = resolve_in_cache(root, relpath)
+    path = locate_file(root, relpath)
     try:
+        if path is None:
+            raise FileNotFoundError(relpath)
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
+        path = path or os.path.join(os.fspath(root), *relpath.split("/"))
         raise IntegrityError(
             f"missing cache file {relpath} (looked for {path}); "
             + (

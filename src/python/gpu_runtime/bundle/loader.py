@@ -10,15 +10,15 @@ after the first is a dictionary lookup.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
+from gpu_runtime.bundle.integrity import locate_file, read_verified
 from gpu_runtime.bundle.selection import Choice
 from gpu_runtime.errors import GpuRuntimeError
+from gpu_runtime.logs import log
 from gpu_spec.manifest.model import (
     PTX_LINK_KINDS,
     KernelSpec,
@@ -27,8 +27,6 @@ from gpu_spec.manifest.model import (
     Variant,
     ptx_link_kind,
 )
-
-log = logging.getLogger("gpu_runtime")
 
 
 def variants_on_disk(root: str, lib: Library) -> List[Variant]:
@@ -41,7 +39,7 @@ def variants_on_disk(root: str, lib: Library) -> List[Variant]:
     missing: List[str] = []
 
     def present(path: Optional[str]) -> Optional[str]:
-        if path is None or os.path.isfile(resolve_in_cache(root, path)):
+        if path is None or locate_file(root, path) is not None:
             return path
         missing.append(path)
         return None

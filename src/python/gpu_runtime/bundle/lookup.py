@@ -8,7 +8,6 @@ spellings to use instead.
 
 from __future__ import annotations
 
-import difflib
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import KernelNotFoundError
@@ -22,6 +21,16 @@ def qualified_names(libraries: Mapping[str, Library]) -> List[str]:
         for lib in sorted(libraries.values(), key=lambda x: x.name)
         for k in lib.kernel_names()
     ]
+
+
+def check_name(name: object, what: str = "kernel") -> None:
+    """A kernel or library name must be a non-empty string: anything else (None, bytes, a
+    function object) is refused here, in one line, instead of failing inside a lookup."""
+    if not isinstance(name, str) or not name:
+        example = "'saxpy' or 'library.saxpy'" if what == "kernel" else "'saxpy'"
+        raise KernelNotFoundError(
+            f"a {what} name must be a non-empty string such as {example}, got {name!r}"
+        )
 
 
 def no_library(name: str, listed: Sequence[str], origin: str) -> KernelNotFoundError:
@@ -71,6 +80,8 @@ def resolve_name(
 
 def not_found(name: str, every: List[str], origin: str) -> KernelNotFoundError:
     """No kernel `name` among `every` ("library.kernel"): name close matches and all of them."""
+    import difflib  # only for the error: 1 ms of every start-up otherwise
+
     close = difflib.get_close_matches(name, every + [n.split(".", 1)[1] for n in every], n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return KernelNotFoundError(

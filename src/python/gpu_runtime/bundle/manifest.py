@@ -7,17 +7,15 @@ bundle with modules whose files are all gone is refused as incomplete
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Iterable, Mapping, Optional, Tuple
 
 from gpu_runtime.bundle.completeness import check_complete
-from gpu_runtime.bundle.trust import check_trust, trusted_keys
+from gpu_runtime.bundle.trust import Trust, check_trust, trusted_keys
 from gpu_runtime.errors import ManifestError, manifest_errors
+from gpu_runtime.logs import log
 from gpu_spec.manifest.model import MANIFEST_NAME, Manifest
 from gpu_spec.manifest.parse import loads_manifest
-
-log = logging.getLogger("gpu_runtime")
 
 
 def read_manifest_bytes(root: str) -> bytes:
@@ -35,8 +33,8 @@ def open_bundle_manifest(
     extra_keys: Iterable[Tuple[bytes, str]] = (),
     *,
     require_complete: bool = True,
-) -> Tuple[Manifest, str]:
-    """(the manifest of the cache directory `root`, how it is trusted, in words)."""
+) -> Tuple[Manifest, Trust]:
+    """(the manifest of the cache directory `root`, how it is trusted: `str()` says it)."""
     raw = read_manifest_bytes(root)
     trust = check_trust(raw, root, trusted_keys(environ, extra_keys))
     with manifest_errors():

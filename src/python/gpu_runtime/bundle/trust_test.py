@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -15,7 +16,15 @@ from gpu_runtime.conftest import FakeBackend
 from gpu_runtime.errors import UntrustedBundleError
 from gpu_spec.bundle_files import SIGNATURE_NAME
 from gpu_spec.manifest.model import MANIFEST_NAME
-from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV, Signature, key_id
+from gpu_spec.signature import (
+    PINNED_KEYS_ENV,
+    PINNED_KEYS_FILE,
+    PINNED_KEYS_MODULE,
+    TRUSTED_KEYS_ENV,
+    Signature,
+    key_id,
+    pinned_keys_module_source,
+)
 
 
 def public_hex(key: Ed25519PrivateKey) -> str:
@@ -35,9 +44,26 @@ def key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.generate()
 
 
+def pin_keys(monkeypatch, where, *keys: str) -> None:
+    """Make `keys` the app's pinned keys: the module the plugin generates, on `sys.path`."""
+    os.makedirs(where, exist_ok=True)
+    with open(os.path.join(where, PINNED_KEYS_FILE), "w") as f:
+        f.write(pinned_keys_module_source(keys))
+    monkeypatch.syspath_prepend(str(where))
+    forget_pinned_module(monkeypatch)
+
+
+def forget_pinned_module(monkeypatch) -> None:
+    """Have the pinned-keys module imported afresh in this test, and forgotten after it."""
+    sys.modules.pop(PINNED_KEYS_MODULE, None)
+    monkeypatch.setitem(sys.modules, PINNED_KEYS_MODULE, None)  # undone by removing it
+    del sys.modules[PINNED_KEYS_MODULE]
+
+
 @pytest.fixture
-def pinned(key, monkeypatch) -> str:
-    monkeypatch.setenv(PINNED_KEYS_ENV, public_hex(key))
+def pinned(key, monkeypatch, tmp_path) -> str:
+    pin_keys(monkeypatch, tmp_path / "app_code", public_hex(key))
+    monkeypatch.delenv(PINNED_KEYS_ENV, raising=False)
     monkeypatch.delenv(TRUSTED_KEYS_ENV, raising=False)
     return key_id(bytes.fromhex(public_hex(key)))
 
@@ -147,3 +173,43 @@ def test_cryptography_is_imported_only_to_check_a_signature(bundle, key):
     sign(bundle, key)
     assert imported({}) == "False"  # signed, but no key trusted: nothing to check
     assert imported({TRUSTED_KEYS_ENV: public_hex(key)}) == "True"
+
+
+def test_the_environment_cannot_remove_or_replace_a_pinned_key(bundle, key, pinned, monkeypatch):
+    other = Ed25519PrivateKey.generate()
+    sign(bundle, other)  # signed by a key the app does not pin
+    for value in ("", " ", ",", public_hex(other), public_hex(other).upper()):
+        monkeypatch.setenv(PINNED_KEYS_ENV, value)
+        with pytest.raises(UntrustedBundleError, match="which this app does not trust"):
+            gpu_runtime.open_cache(bundle, backend=FakeBackend())
+    monkeypatch.delenv(PINNED_KEYS_ENV)
+    sign(bundle, key)
+    rehash_tampered_cubin(bundle)
+    for value in ("", public_hex(other)):
+        monkeypatch.setenv(PINNED_KEYS_ENV, value)  # no spelling turns the check off
+        monkeypatch.setenv(TRUSTED_KEYS_ENV, value)
+        with pytest.raises(UntrustedBundleError, match="does not match its manifest"):
+            gpu_runtime.open_cache(bundle, backend=FakeBackend())
+
+
+def test_the_environment_adds_keys_beside_the_pinned_ones(bundle, pinned, monkeypatch):
+    other = Ed25519PrivateKey.generate()
+    sign(bundle, other)
+    monkeypatch.setenv(TRUSTED_KEYS_ENV, public_hex(other))
+    cache = gpu_runtime.open_cache(bundle, backend=FakeBackend())
+    assert cache.kernel("saxpy") is not None
+    from gpu_runtime.bundle.trust import trusted_keys
+
+    assert [how for _, how in trusted_keys()] == ["pinned into the app", f"${TRUSTED_KEYS_ENV}"]
+
+
+def test_a_malformed_pinned_keys_module_is_refused_in_one_line(bundle, monkeypatch, tmp_path):
+    where = tmp_path / "app_code"
+    where.mkdir()
+    (where / PINNED_KEYS_FILE).write_text("PINNED_KEYS = ('nope',)\n")
+    monkeypatch.syspath_prepend(str(where))
+    forget_pinned_module(monkeypatch)
+    with pytest.raises(UntrustedBundleError) as e:
+        gpu_runtime.open_cache(bundle, backend=FakeBackend())
+    assert "cannot read the keys pinned into this app" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from typing import Any
 
 HELP = "list, clear or prune the JIT cache ($GPU_RUNTIME_JIT_CACHE)"
 
@@ -29,19 +31,32 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def _in_use(store: Any) -> str:
+    """What a prune or clear left because running processes hold it (never removed)."""
+    kept = len(store.in_use())
+    return f"; {kept} entries in use by running processes kept" if kept else ""
+
+
 def run(args: argparse.Namespace) -> int:
     from gpu_runtime.jit.cache import cache_bound
-    from gpu_runtime.jit.store import JitStore, parse_size
+    from gpu_runtime.jit.store import JitCacheError, JitStore, parse_size
 
     store = JitStore(args.cache_dir)
     if args.action == "clear":
-        print(f"removed {store.clear()} entries from {store.root}")
+        removed = store.clear()
+        print(f"removed {removed} entries from {store.root}{_in_use(store)}")
         return 0
     if args.action == "prune":
-        bound = parse_size(args.max_size) if args.max_size else cache_bound()
+        try:
+            bound = parse_size(args.max_size) if args.max_size else cache_bound()
+        except (ValueError, JitCacheError) as error:
+            fix = ": use e.g. 500M or 2G" if args.max_size else ""
+            print(f"error: {'--max-size: ' if args.max_size else ''}{error}{fix}", file=sys.stderr)
+            return 2
         evicted = store.prune(bound)
         freed = _size(sum(size for _, size in evicted))
-        print(f"evicted {len(evicted)} entries ({freed}) to fit {_size(bound)}")
+        over = _in_use(store) if sum(s for _, _, s in store.sizes()) > bound else ""
+        print(f"evicted {len(evicted)} entries ({freed}) to fit {_size(bound)}{over}")
         return 0
     entries = store.entries()
     print(f"{store.root}: {len(entries)} entries, {_size(sum(e.size for e in entries))}")

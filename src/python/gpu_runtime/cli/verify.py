@@ -2,8 +2,16 @@
 
 Checks what the device would trust before running anything: the manifest's signature against
 the trusted keys (pinned into the app when run from its PEX, ``$GPU_RUNTIME_TRUSTED_KEYS``,
-``--key``), then the sha256 of every file the manifest lists, the app PEX included. Prints one
-line per problem and a summary; exits 1 on any problem. Needs no GPU.
+``--key``), then every file the manifest lists, the app PEX included: its path by the runtime's
+own rule (`gpu_runtime.bundle.integrity.locate_file`: nothing out of cache/ or the bundle
+directory, nothing but regular files), then its sha256. Prints one line per problem and a
+summary. Needs no GPU. Exit status:
+
+* 0 ``OK``: every file matches, and the signature was checked against a trusted key (or the
+  bundle is unsigned and no key is trusted: nothing claims more than the sha256);
+* 1 ``REFUSED``: a file is missing, changed or refused, or the signature does not hold;
+* 3 ``NOT VERIFIED``: the files match a manifest that is signed, but no key is trusted here, so
+  the signature was not checked (a re-hashed manifest would pass the sha256 alone).
 
 Run from outside the bundle's PEX, the keys pinned into that PEX are *not* used: they would come
 from the very file being checked. Give them with ``--key`` or the environment variable instead.
@@ -30,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+NOT_VERIFIED = 3
+
+
 def file_sha256(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -50,24 +61,41 @@ def bundle_dirs(path: str) -> "tuple[str, str]":
 
 
 def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
-    """One line per listed file that is missing or whose sha256 differs."""
-    from gpu_spec.bundle_files import missing_files
+    """One line per listed file that is missing, refused or whose sha256 differs.
 
-    missing = set(missing_files(bundle_dir, digests))
-    out = [f"missing: {p}" for p in sorted(missing)]
+    Paths under cache/ are located as the runtime locates them (inside the real cache/), the
+    app's files inside the bundle directory, both by `locate_file`.
+    """
+    from gpu_runtime.bundle.integrity import locate_file
+    from gpu_runtime.errors import IntegrityError
+    from gpu_spec.bundle_files import CACHE_DIR, split_cache_path
+
+    out = []
     for path, digest in digests.items():
-        if path not in missing:
-            actual = file_sha256(os.path.join(bundle_dir, *path.split("/")))
-            if actual != digest:
-                out.append(f"changed: {path} (sha256 {actual}, the manifest says {digest})")
-    return out
+        head, rest = split_cache_path(path)
+        try:
+            if head:
+                real = locate_file(os.path.join(bundle_dir, CACHE_DIR), rest)
+            else:
+                real = locate_file(bundle_dir, rest, "the bundle directory")
+        except IntegrityError as e:
+            out.append(f"refused: {path}: {e}")
+            continue
+        if real is None:
+            out.append(f"missing: {path}")
+            continue
+        actual = file_sha256(real)
+        if actual != digest:
+            out.append(f"changed: {path} (sha256 {actual}, the manifest says {digest})")
+    return sorted(out, key=lambda line: not line.startswith("missing: "))
 
 
 def run(args: argparse.Namespace) -> int:
     from gpu_runtime.bundle.manifest import open_bundle_manifest
     from gpu_runtime.errors import GpuRuntimeError
     from gpu_spec.bundle_files import bundle_file_digests, incomplete_message
-    from gpu_spec.signature import SignatureFormatError, parse_public_key
+    from gpu_spec.manifest.model import MANIFEST_NAME
+    from gpu_spec.signature import TRUSTED_KEYS_ENV, SignatureFormatError, parse_public_key
 
     bundle_dir, cache_dir = bundle_dirs(args.bundle)
     try:
@@ -76,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
     except (GpuRuntimeError, SignatureFormatError) as e:
         print(f"REFUSED: {e}")
         return 1
-    digests = bundle_file_digests(manifest.files, manifest.bundle_files)
+    try:
+        digests = bundle_file_digests(manifest.files, manifest.bundle_files)
+    except ValueError as e:
+        print(f"REFUSED: {os.path.join(cache_dir, MANIFEST_NAME)}: {e}")
+        return 1
     problems = problems_of(bundle_dir, digests)
     missing = sum(p.startswith("missing: ") for p in problems)
     for line in problems:
@@ -86,6 +118,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"REFUSED: {incomplete_message(manifest.bundle, bundle_dir, missing, len(digests))}")
     elif problems:
         print(f"REFUSED: {name}: {len(problems)} of {len(digests)} files do not match its manifest")
+    elif trust.status == "unchecked":
+        print(
+            f"NOT VERIFIED: {name}: {len(digests)} files match its manifest, but the manifest "
+            f"is signed by key {trust.key_id} and no key is trusted here, so the signature was "
+            f"not checked; pass --key <64 hex digits> or set ${TRUSTED_KEYS_ENV}, or run verify "
+            f"from the bundle's PEX (PEX_MODULE=gpu_runtime python3 app.pex verify ...), which "
+            f"has its keys pinned"
+        )
+        return NOT_VERIFIED
     else:
         apps = ", ".join(manifest.bundle_files) or "no app files listed"
         print(f"OK: {name}: {len(digests)} files match the manifest ({apps}); {trust}")

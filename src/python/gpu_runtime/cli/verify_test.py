@@ -11,6 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gpu_runtime.bundle.integrity import sha256_bytes
 from gpu_runtime.bundle.trust_test import public_hex, rehash_tampered_cubin, sign
 from gpu_runtime.cli.commands import main
+from gpu_runtime.cli.verify import NOT_VERIFIED
 from gpu_spec.manifest.model import MANIFEST_NAME
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
 
@@ -65,6 +66,27 @@ def test_signature_checked_with_a_key_given(bundle_dir, capsys):
     assert main(["verify", bundle_dir, "--key", public_hex(key)]) == 0
     assert "signed by trusted key" in capsys.readouterr().out
     rehash_tampered_cubin(os.path.join(bundle_dir, "cache"))
-    assert main(["verify", bundle_dir]) == 0  # no key trusted: only the sha256 are checked
+    capsys.readouterr()
+    assert main(["verify", bundle_dir]) == NOT_VERIFIED  # no key trusted: signature unchecked
+    out = capsys.readouterr().out
+    assert "OK" not in out and out.startswith("NOT VERIFIED: bundle 'imaging_h200'")
+    assert "no key is trusted here" in out and "pass --key" in out
     assert main(["verify", bundle_dir, "--key", public_hex(key)]) == 1
     assert "does not match its manifest" in capsys.readouterr().out
+
+
+def test_a_signed_bundle_is_not_verified_without_a_key_even_when_intact(bundle_dir, capsys):
+    sign(os.path.join(bundle_dir, "cache"), Ed25519PrivateKey.generate())
+    assert main(["verify", bundle_dir]) == NOT_VERIFIED
+    assert "NOT VERIFIED" in capsys.readouterr().out
+
+
+def test_a_file_symlinked_out_of_the_bundle_is_refused(bundle_dir, tmp_path, capsys):
+    outside = tmp_path / "outside.pex"
+    outside.write_bytes(APP)  # the very bytes the manifest lists
+    os.remove(os.path.join(bundle_dir, "app.pex"))
+    os.symlink(outside, os.path.join(bundle_dir, "app.pex"))
+    assert main(["verify", bundle_dir]) == 1
+    out = capsys.readouterr().out
+    assert "refused: app.pex: refusing manifest path 'app.pex'" in out
+    assert "outside the bundle directory" in out

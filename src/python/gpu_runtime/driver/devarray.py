@@ -38,6 +38,13 @@ def _free(ptr: int, device: int) -> None:
         pass
 
 
+def _c_order(array: Any, dtype: Any = None) -> np.ndarray:
+    """`array` as a C-contiguous numpy array of its own shape. Not `np.ascontiguousarray`,
+    which promotes a 0-d array to shape (1,): numba's `cuda.to_device(np.float32(1))` keeps
+    shape (), and a kernel typed `array(float32, 0d, C)` is dispatched on exactly that."""
+    return np.asarray(array, dtype=dtype, order="C")
+
+
 class DeviceArray:
     """A C-contiguous array in device memory. See the module docstring."""
 
@@ -113,14 +120,14 @@ class DeviceArray:
     def from_numpy(
         cls, array: Any, *, device: Optional[int] = None, stream: Any = None
     ) -> "DeviceArray":
-        host = np.ascontiguousarray(array)
+        host = _c_order(array)
         arr = cls(host.shape, host.dtype, device=device)
         arr.copy_from_numpy(host, stream=stream)
         return arr
 
     # -- copies -----------------------------------------------------------------------------
     def copy_from_numpy(self, array: Any, *, stream: Any = None) -> None:
-        host = np.ascontiguousarray(array, dtype=self.dtype)
+        host = _c_order(array, self.dtype)
         if host.shape != self.shape:
             raise ValueError(f"shape mismatch: device {self.shape}, host {host.shape}")
         if not self.nbytes:

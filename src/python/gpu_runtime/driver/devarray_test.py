@@ -117,6 +117,36 @@ def test_free_and_gc(driver):
     assert driver.freed[-1] == ptr
 
 
+@pytest.mark.parametrize(
+    "host", [np.float32(2.5), np.array(2.5, np.float32), np.array([[2.5]], np.float32)[0, 0]]
+)
+def test_zero_d_arrays_keep_shape_empty(driver, host):
+    """As numba's `cuda.to_device`: a 0-d array (or numpy scalar) stays 0-d, one element."""
+    d = DeviceArray.from_numpy(host)
+    assert (d.shape, d.ndim, d.size, d.nbytes, d.strides) == ((), 0, 1, 4, ())
+    back = d.to_numpy()
+    assert back.shape == () and back.dtype == np.float32 and back[()] == np.float32(2.5)
+    view = array_view(d)
+    assert view is not None and (view.shape, view.strides, view.size) == ((), (), 1)
+    with pytest.raises(TypeError, match="0-d"):
+        len(d)
+
+
+def test_zero_d_empty_zeros_and_copies(driver):
+    e = DeviceArray.empty(())
+    assert e.shape == () and e.nbytes == 4 and e.ptr != 0
+    e.copy_from_numpy(np.array(7, np.int64))  # converted to the array's dtype, as 1-d copies
+    assert e.to_numpy()[()] == np.float32(7)
+    e.copy_from_numpy(3.0)
+    assert e.to_numpy()[()] == np.float32(3)
+    assert DeviceArray.zeros((), np.int32).to_numpy().tolist() == 0
+    for wrong in (np.zeros(1, np.float32), np.zeros((1, 1), np.float32)):
+        with pytest.raises(ValueError, match=r"shape mismatch: device \(\), host \(1,"):
+            e.copy_from_numpy(wrong)
+    with pytest.raises(ValueError, match=r"shape mismatch: device \(1,\), host \(\)"):
+        DeviceArray.empty(1).copy_from_numpy(np.float32(1))
+
+
 def test_copy_shape_mismatch(driver):
     d = DeviceArray.empty(4, np.float32)
     with pytest.raises(ValueError, match="shape mismatch"):

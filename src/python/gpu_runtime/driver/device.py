@@ -11,12 +11,14 @@ its generic `launch` converts every argument on every call. A launch here is one
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from gpu_runtime.driver.streams import Stream, stream_handle
 from gpu_runtime.errors import DeviceError
+from gpu_spec.launcher_env import INIT_CUDA_PID_ENV  # set by the bundle's launcher
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ def check(result: Any, what: str) -> Any:
     else:
         err, rest = result, ()
     if int(err) != 0:
-        raise DeviceError(f"{what} failed: {error_name(err)} ({int(err)})")
+        raise DeviceError(f"{what} failed: {error_name(err)} ({int(err)}){_fork_hint(err)}")
     if not rest:
         return None
     return rest[0] if len(rest) == 1 else rest
@@ -90,11 +92,59 @@ def _link_failure(what: str, err: Any, log: bytearray) -> str:
     return f"{what} failed: {error_name(err)} ({int(err)})" + (f": {text}" if text else "")
 
 
+_NOT_INITIALIZED = 3  # CUDA_ERROR_NOT_INITIALIZED: what CUDA answers in a child forked after it
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
 _MAX_STREAMS = 64  # CUstream objects launch_raw keeps; more: it starts over
 _ctx_lock = threading.Lock()
 _primary: Dict[int, Any] = {}  # ordinal -> retained primary context (kept for the process)
 _current = threading.local()
+
+
+def _cuda_started_here() -> bool:
+    """Whether CUDA was started in this process: by gpu_runtime, or by the bundle's launcher."""
+    return bool(_primary) or os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid())
+
+
+_fork_parent: Optional[int] = None  # in a child forked after CUDA started: the parent's pid
+_parent_at_fork: Optional[int] = None
+
+
+def _before_fork() -> None:
+    global _parent_at_fork
+    _parent_at_fork = os.getpid() if _cuda_started_here() else None
+
+
+def _after_fork_in_child() -> None:
+    """The parent's contexts mean nothing here: forget them (the next use calls cuInit, which
+    fails, with `_fork_hint` saying why), and remember whose child this is."""
+    global _fork_parent, _current
+    if _parent_at_fork is not None:
+        _fork_parent = _parent_at_fork
+    _primary.clear()
+    _current = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+
+
+def _fork_hint(err: Any) -> str:
+    """Why CUDA answers CUDA_ERROR_NOT_INITIALIZED in a forked child, and what to do instead."""
+    if int(err) != _NOT_INITIALIZED:
+        return ""
+    parent = _fork_parent
+    started = os.environ.get(INIT_CUDA_PID_ENV)
+    if parent is None and started and started == str(os.getppid()):
+        parent = int(started)  # gpu_runtime was not imported there; the launcher started CUDA
+    if parent is None:
+        return ""
+    return (
+        f". This process was forked from process {parent}, which had started CUDA (gpu_runtime "
+        f"used the GPU there, or the bundle's launcher did at start-up), and a forked child "
+        f"cannot use CUDA. Start processes that use the GPU with multiprocessing's 'spawn' or "
+        f"'forkserver' method, or fork before CUDA starts: for a bundle, "
+        f"`deploy_bundle(init_cuda_at_start=False)` or GPU_BUNDLE_INIT_CUDA=0"
+    )
 
 
 def _choose_ordinal(drv: Any, ordinal: Optional[int]) -> int:
@@ -134,6 +184,8 @@ def ensure_context(ordinal: Optional[int] = None) -> int:
                 )
         check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     except Exception as e:
+        if isinstance(e, DeviceError) and "forked from process" in str(e):
+            raise  # _fork_hint said the cause and the fix; "is a GPU visible?" would mislead
         if "libcuda" in str(e):  # cuda.bindings could not dlopen the driver library
             raise DeviceError(
                 f"no CUDA driver: libcuda.so.1 cannot be loaded ({e}). This machine has no "
@@ -289,6 +341,23 @@ class CudaBackend:
         """A new non-blocking stream on this device."""
         self.device()
         return Stream()
+
+    def launch_function(self) -> Tuple[Any, Any, Any]:
+        """(cuLaunchKernel, its success status, `cu_stream`): what a launch plan's `fire` calls
+        directly, with `cu_stream`'s stream object. An error status it returns is handled by
+        launching again through `launch_raw`, which retries without a context and raises."""
+        self._driver()
+        self.device()
+        return self._drv.cuLaunchKernel, self._ok, self.cu_stream
+
+    def cu_stream(self, stream: Any) -> Any:
+        """The stream as cuda.bindings takes it fastest: None for the legacy default stream,
+        else a `CUstream` remembered per handle."""
+        handle = stream_handle(stream)
+        if not handle:
+            return None
+        found = self._streams.get(handle)
+        return found if found is not None else self._stream_object(handle)
 
     def launch_raw(
         self,

@@ -4,6 +4,11 @@ The libraries are the `gpu_kernel` targets found on sys.path (`gpu_runtime.jit.s
 compiled for this device's capability by the same command as the build step
 (`gpu_runtime.jit.compiler`), under a key of its exact inputs (`gpu_runtime.jit.key`), into the
 per-user store (`gpu_runtime.jit.store`), and then loaded like a bundle's variant.
+
+Opening it reads $GPU_RUNTIME_JIT_CACHE_SIZE and checks that the store is writable, so a bad
+setting or a read-only cache is one line at start-up, never a traceback after a compile. Each
+entry this process uses is held (`JitStore.hold`) from before its look-up until the process
+ends: no prune, here or in another process, removes it under a running app.
 """
 
 from __future__ import annotations
@@ -12,18 +17,19 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import manifest_errors
 from gpu_runtime.jit.compiler import (
     Compiler,
     CompilerNotFoundError,
+    JitCompileError,
     find_compiler,
     no_compiler_message,
 )
 from gpu_runtime.jit.key import jit_key
 from gpu_runtime.jit.sources import JitSource
-from gpu_runtime.jit.store import Entry, JitStore, parse_size
+from gpu_runtime.jit.store import Entry, JitCacheError, JitStore, parse_size
 from gpu_runtime.runtime import KernelCache
 from gpu_spec.manifest.build import build_manifest
 from gpu_spec.manifest.model import Manifest
@@ -36,8 +42,17 @@ DEFAULT_JIT_CACHE_SIZE = "1G"
 
 
 def cache_bound(environ: Optional[Mapping[str, str]] = None) -> int:
+    """The cache's bound in bytes from $GPU_RUNTIME_JIT_CACHE_SIZE; JitCacheError if it is set
+    to something that is not a size."""
     env = os.environ if environ is None else environ
-    return parse_size(env.get(ENV_JIT_CACHE_SIZE) or DEFAULT_JIT_CACHE_SIZE)
+    value = env.get(ENV_JIT_CACHE_SIZE) or DEFAULT_JIT_CACHE_SIZE
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise JitCacheError(
+            f"${ENV_JIT_CACHE_SIZE}: {e}: set it to a size such as 500M or 2G (binary units), "
+            f"or unset it for {DEFAULT_JIT_CACHE_SIZE}"
+        ) from None
 
 
 class JitKernelCache(KernelCache):
@@ -53,7 +68,11 @@ class JitKernelCache(KernelCache):
         compiler: Optional[Callable[[], Optional[Compiler]]] = None,
         known_elsewhere: Sequence[str] = (),
     ) -> None:
+        self._bound = cache_bound()  # a bad setting fails here, before any compile
         self._store = store or JitStore()
+        self._store.open()  # a read-only or unusable cache fails here too
+        # Entries this process uses, held until it ends (or this cache is collected).
+        self._held: Dict[str, IO[bytes]] = {}
         empty = Manifest(
             bundle="jit", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={}
         )
@@ -145,6 +164,8 @@ class JitKernelCache(KernelCache):
     def _entry(
         self, src: JitSource, key: str, capability: str, compiler: Compiler
     ) -> Tuple[Entry, bool]:
+        if key not in self._held:  # before the look-up: no prune can remove it from now on
+            self._held[key] = self._store.hold(key)
         entry = self._store.load(key)
         if entry is not None:
             self._store.touch(key)
@@ -153,20 +174,29 @@ class JitKernelCache(KernelCache):
             entry = self._store.load(key)  # another process may have compiled it meanwhile
             if entry is not None:
                 return entry, False
-            staged = self._store.staging(key)
-            out = os.path.join(staged, "out")
-            compiler.compile(
-                ["--source", src.source, "--capability", capability, "--out-dir", out, *src.flags],
-                cwd=src.root,
-                what=f"compiling {src.source} (target {src.target}) for {capability}",
-            )
-            for n in os.listdir(os.path.join(out, capability)):
-                os.rename(os.path.join(out, capability, n), os.path.join(staged, n))
-            os.rmdir(os.path.join(out, capability))
-            os.rmdir(out)
+
+            def fill(staged: str) -> None:
+                out = os.path.join(staged, "out")
+                compiler.compile(
+                    ["--source", src.source, "--capability", capability, "--out-dir", out]
+                    + list(src.flags),
+                    cwd=src.root,
+                    what=f"compiling {src.source} (target {src.target}) for {capability}",
+                )
+                written = os.path.join(out, capability)
+                if not os.path.isdir(written):
+                    raise JitCompileError(
+                        f"JIT mode: {compiler.description} wrote nothing for {src.source} "
+                        f"({src.target}) under --out-dir/{capability}: is it gpu_compiler?"
+                    )
+                for n in os.listdir(written):
+                    os.rename(os.path.join(written, n), os.path.join(staged, n))
+                os.rmdir(written)
+                os.rmdir(out)
+
             info = {"library": src.library, "target": src.target, "capability": capability}
-            entry = self._store.publish(key, staged, info)
-        self._store.prune(cache_bound(), keep=key)
+            entry = self._store.create(key, info, fill)
+        self._store.prune(self._bound, keep=key)
         return entry, True
 
     def _add(self, name: str, src: JitSource, entry: Entry) -> None:

@@ -4,6 +4,7 @@ runs on the H200 in tests/gpu/jit_mode_check.sh."""
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from gpu_runtime.jit.cache import JitKernelCache
 from gpu_runtime.jit.compiler import Compiler, CompilerNotFoundError, JitCompileError
 from gpu_runtime.jit.sources import find_jit_sources
 from gpu_runtime.jit.store import ENTRY_FILE, JitStore
-from gpu_spec.jit_index import entry_paths
+from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
 
 SAXPY_SRC = "src/python/imaging/kernels/saxpy.py"
 HELPER = "src/python/imaging/kernels/pkg/helpers/h.py"
@@ -44,12 +45,13 @@ def write_index(base: str, library: str, source: str, files: Dict[str, bytes], f
         with open(full, "wb") as f:
             f.write(content)
     entry = {
-        "schema": 1,
+        "schema": JIT_INDEX_SCHEMA,
         "library": library,
         "target": f"src/python/imaging/kernels:{library}",
         "toolchain": "cuda13",
         "capabilities": ["sm_90"],
         "source": source,
+        "source_root": "src/python",
         "flags": ["--sys-path", "src/python", *flags],
         "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()},
     }
@@ -247,9 +249,22 @@ def test_lru_eviction_keeps_the_bound(index_dir, tmp_path, compile_log, monkeypa
         "saxpy"
     ).load()  # used again
     monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE_SIZE", str(2 * one + one // 2))
+    gc.collect()  # the caches above are gone, as if their processes had ended
     jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 9))).kernel("saxpy").load()
     kept = {e.info["capability"] for e in store.entries()}
     assert kept == {"sm_75", "sm_89"}  # the two most recently used
+
+
+def test_prune_skips_what_a_live_cache_holds(index_dir, tmp_path, compile_log, monkeypatch):
+    store = JitStore(str(tmp_path / "jit"))
+    live = jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 0)))
+    live.kernel("saxpy")  # compiled and held; its module is loaded on first launch only
+    assert store.prune(0) == [] and len(store.entries()) == 1
+    assert store.clear() == 0 and store.in_use() == [store.entries()[0].key]
+    live.kernel("saxpy").load()  # still there
+    del live
+    gc.collect()
+    assert store.in_use() == [] and len(store.prune(0)) == 1 and store.entries() == []
 
 
 def test_no_gpu_fails_before_looking_for_a_compiler(index_dir, tmp_path):
@@ -340,13 +355,54 @@ def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
     for cap in ((8, 0), (9, 0)):
         jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy").load()
     root = str(tmp_path / "jit")
+    gc.collect()  # the caches above are gone, as if their processes had ended
     assert main(["cache", "list", "--cache-dir", root]) == 0
     out = capsys.readouterr().out
     assert "2 entries" in out and "saxpy" in out and "sm_80" in out and "sm_90" in out
     assert "src/python/imaging/kernels:saxpy" in out
     assert main(["cache", "prune", "--max-size", "1", "--cache-dir", root]) == 0
     assert "evicted 2 entries" in capsys.readouterr().out
-    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    live = jit_cache(index_dir, tmp_path)
+    live.kernel("saxpy").load()
+    assert main(["cache", "clear", "--cache-dir", root]) == 0
+    assert "removed 0 entries" in capsys.readouterr().out  # a running process holds it
+    del live
+    gc.collect()
     assert main(["cache", "clear", "--cache-dir", root]) == 0
     assert "removed 1 entries" in capsys.readouterr().out
     assert JitStore(root).entries() == []
+    assert main(["cache", "prune", "--max-size", "abc", "--cache-dir", root]) == 2
+    assert capsys.readouterr().err == (
+        "error: --max-size: 'abc' is not a size: use e.g. 500M or 2G\n"
+    )
+
+
+def test_a_trusted_signed_bundle_never_falls_back_to_jit(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    """No signature covers a compiler or a JIT-cache entry: a bundle signed by a trusted key
+    refuses, in one line, what it lacks instead of compiling it (a replaced cached cubin would
+    otherwise be loaded)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from gpu_runtime.bundle.trust_test import pin_keys, public_hex, sign
+
+    cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
+    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
+    key = Ed25519PrivateKey.generate()
+    sign(cache_dir, key)
+    pin_keys(monkeypatch, str(tmp_path / "app_code"), public_hex(key))
+    a100 = FakeBackend(capability=(8, 0), name="NVIDIA A100")
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=a100)
+    with pytest.raises(NoCompatibleVariantError) as e:
+        cache.kernel("saxpy").load()
+    text = str(e.value)
+    assert "\n" not in text and "NVIDIA A100 (sm_80)" in text and "holds sm_90" in text
+    assert "never JIT-compiled" in text and "add sm_80 to the deploy_bundle" in text
+    with pytest.raises(KernelNotFoundError, match="never JIT-compiled"):
+        cache.kernel("sobel_magnitude")
+    assert compiles(compile_log) == 0 and a100.loads == []
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache.kernel("saxpy").load()  # the GPU it covers: its own signed cubin
+    assert compiles(compile_log) == 0

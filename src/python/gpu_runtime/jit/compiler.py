@@ -11,6 +11,14 @@ from, in order:
 2. this interpreter, when gpu_compiler and numba-cuda are importable here (a checkout run with
    the exported toolchain venv: `pants export --resolve=cuda13`).
 A device bundle has neither, so it never compiles.
+
+The compiler runs in a fixed, scrubbed environment (`compiler_environment`), never in the app's:
+only the variables in COMPILER_ENV pass, so nothing that changes codegen (NUMBA_OPT and the other
+NUMBA_*, CUDA_HOME/CUDA_PATH, NVRTC/NVVM settings, LD_LIBRARY_PATH, PEX_PATH/PEX_PYTHON...) can
+make a compile's bytes differ from what its key (`gpu_runtime.jit.key`) says; like the build
+step's Pants process, which inherits nothing either. The one addition is PYTHONPATH for an
+interpreter (not a PEX): it decides which gpu_compiler and toolchain are imported, and the
+fingerprint, asked of the same command in the same environment, covers exactly that.
 """
 
 from __future__ import annotations
@@ -19,16 +27,30 @@ import hashlib
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import threading
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
 
 ENV_TOOLCHAIN = "GPU_RUNTIME_TOOLCHAIN"
+
+# What the compiler process sees of the app's environment: where programs and temporary files
+# are and where a PEX keeps its cache. None of them changes the bytes a compile writes.
+COMPILER_ENV = ("PATH", "HOME", "TMPDIR", "PEX_ROOT")
+
+
+def compiler_environment(
+    environ: Mapping[str, str], pythonpath: Optional[str] = None, **extra: str
+) -> Dict[str, str]:
+    """The compiler's whole environment: COMPILER_ENV from `environ`, PYTHONPATH if given and
+    `extra`; everything else (every NUMBA_*, CUDA_*, NVRTC_*, PEX_* ... variable) is dropped."""
+    env = {k: environ[k] for k in COMPILER_ENV if k in environ}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    env.update(extra)
+    return env
 
 
 class CompilerNotFoundError(GpuRuntimeError):
@@ -44,7 +66,7 @@ class Compiler:
     """A command prefix that accepts `compile ...` and `fingerprint`."""
 
     command: Tuple[str, ...]
-    env: Mapping[str, str]
+    env: Mapping[str, str]  # the process's whole environment (`compiler_environment`)
     description: str
     # The compiler runs this interpreter: ask gpu_compiler for the fingerprint in process (the
     # same function its CLI prints), saving a process start on every run of the app.
@@ -81,6 +103,8 @@ class Compiler:
 
     def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
         try:
+            import subprocess  # here: a device app with a bundle imports this module for nothing
+
             proc = subprocess.run(
                 [*self.command, *args],
                 cwd=cwd,
@@ -107,6 +131,8 @@ def _importable_here() -> bool:
 
 def _pex_info(path: str) -> Optional[bytes]:
     """PEX-INFO of a PEX file or directory, or None if `path` is no PEX."""
+    import zipfile  # here: only a toolchain PEX needs it
+
     try:
         if os.path.isdir(path):
             with open(os.path.join(path, "PEX-INFO"), "rb") as f:
@@ -122,10 +148,9 @@ def _pex_info(path: str) -> Optional[bytes]:
 def compiler_from(value: str, environ: Mapping[str, str]) -> Compiler:
     """The compiler $GPU_RUNTIME_TOOLCHAIN names: a PEX, an interpreter or a venv directory."""
     path = os.path.abspath(value)
-    env = dict(environ)
     pex_info = _pex_info(path)
     if pex_info is not None:
-        env["PEX_MODULE"] = "gpu_compiler"
+        env = compiler_environment(environ, PEX_MODULE="gpu_compiler")
         command: Tuple[str, ...] = (path,) if os.path.isfile(path) else (sys.executable, path)
         return Compiler(
             command, env, f"the toolchain PEX {path} (${ENV_TOOLCHAIN})", pex_info=pex_info
@@ -136,6 +161,7 @@ def compiler_from(value: str, environ: Mapping[str, str]) -> Compiler:
             f"${ENV_TOOLCHAIN}={value} is neither a toolchain PEX nor a Python interpreter or "
             f"venv; build one with `pants package src/python/gpu_compiler:toolchain-cuda13`"
         )
+    env = compiler_environment(environ, environ.get("PYTHONPATH"))
     return Compiler((python, "-m", "gpu_compiler"), env, f"{python} (${ENV_TOOLCHAIN})")
 
 
@@ -145,8 +171,9 @@ def find_compiler(environ: Optional[Mapping[str, str]] = None) -> Optional[Compi
     if env.get(ENV_TOOLCHAIN):
         return compiler_from(env[ENV_TOOLCHAIN], env)
     if _importable_here():
-        child = dict(env)
-        child["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+        child = compiler_environment(
+            env, os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
+        )
         return Compiler(
             (sys.executable, "-m", "gpu_compiler"), child, sys.executable, in_process=True
         )

@@ -4,6 +4,16 @@
 `__gpu_kernels__/<address>.json` and the files each compile reads into the PEX or the test
 sandbox; a checkout gets them from `pants export-codegen` (README: "JIT mode"). Nothing here
 scans source directories or searches file texts: a kernel's inputs are what Pants resolved.
+
+Why a copy that `export-codegen` left in dist/codegen is never compiled after the checkout
+changed: the entry records each file's sha256 and the source's root (`source_root`), and its
+file paths are relative to the build root. Every sys.path entry that ends in that source root
+names a candidate build root (a checkout, or the `pants test` sandbox); before a kernel's key
+is computed, each input is compared with its live copy, the file at the same path under the
+first such root that has it (where Python would import it from). A difference refuses the
+entry with one line naming the file and the fix (re-run `export-codegen`): stale sources are
+never compiled or served. A file no such root has (a PEX, a notebook given only the index) is
+taken from the index as it is.
 """
 
 from __future__ import annotations
@@ -35,30 +45,85 @@ class JitSource:
     files: Mapping[str, str]  # {path relative to root: sha256 the plugin recorded}
     root: str  # the compile's working directory
     index: str  # the entry file, for messages
+    # Build roots whose files are the live ones (from sys.path entries ending in the source
+    # root), first first: each input must equal its copy under the first that has it.
+    live_roots: Tuple[str, ...] = ()
 
     def current_files(self) -> Dict[str, str]:
-        """{path: sha256} of the files as they are now (what the compile will read)."""
+        """{path: sha256} of the files as they are now (what the compile will read); a
+        StaleIndexError if one differs from its live copy in a checkout."""
         out: Dict[str, str] = {}
         for path in sorted(self.files):
             full = os.path.join(self.root, *path.split("/"))
-            try:
-                with open(full, "rb") as f:
-                    out[path] = hashlib.sha256(f.read()).hexdigest()
-            except OSError as e:
-                raise GpuRuntimeError(
-                    f"JIT mode: {full}, an input of {self.target} listed by {self.index}, cannot "
-                    f"be read ({e.strerror or e}): re-run `pants export-codegen` (checkout) or "
-                    f"`pants run`/`pants test`, which write it"
-                ) from None
+            out[path] = _sha256_of(full, self, "an input of")
+            live = self._live_copy(path)
+            if live is not None and _sha256_of(live, self, "the live copy of an input of") != (
+                out[path]
+            ):
+                raise StaleIndexError(
+                    f"JIT mode: the kernel index {self.index} is stale: {path} differs from "
+                    f"{live}, so it was generated before that file changed: re-run "
+                    f"`pants export-codegen {self.target}` (or drop its directory from "
+                    f"PYTHONPATH); nothing stale is compiled"
+                )
         return out
 
+    def _live_copy(self, path: str) -> Optional[str]:
+        for build_root in self.live_roots:
+            live = os.path.join(build_root, *path.split("/"))
+            if os.path.isfile(live):
+                own = os.path.join(self.root, *path.split("/"))
+                return None if _same_file(live, own) else live
+        return None
 
-def _load_entry(index: str, root: str) -> JitSource:
+
+class StaleIndexError(GpuRuntimeError):
+    """A kernel index entry's files differ from the checkout's: `export-codegen` ran before
+    they changed."""
+
+
+def _sha256_of(full: str, src: JitSource, what: str) -> str:
+    try:
+        with open(full, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        raise GpuRuntimeError(
+            f"JIT mode: {full}, {what} {src.target} listed by {src.index}, cannot "
+            f"be read ({e.strerror or e}): re-run `pants export-codegen` (checkout) or "
+            f"`pants run`/`pants test`, which write it"
+        ) from None
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _live_roots(search_path: Sequence[str], source_root: str) -> Tuple[str, ...]:
+    """The build roots of the sys.path entries that end in `source_root` ("" : every entry)."""
+    roots = []
+    tail = tuple(p for p in source_root.split("/") if p)
+    for entry in search_path:
+        parts = os.path.normpath(os.path.abspath(entry or ".")).split(os.sep)
+        if tail and tuple(parts[-len(tail) :]) != tail:
+            continue
+        build_root = os.sep.join(parts[: len(parts) - len(tail)]) or os.sep
+        if build_root not in roots:
+            roots.append(build_root)
+    return tuple(roots)
+
+
+def _load_entry(index: str, root: str, search_path: Sequence[str]) -> JitSource:
     try:
         with open(index, "rb") as f:
             data = parse_jit_entry(json.loads(f.read().decode("utf-8")), origin=index)
     except (OSError, ValueError, SpecError) as e:
-        raise GpuRuntimeError(f"JIT mode: cannot read the kernel index entry {index}: {e}") from e
+        raise GpuRuntimeError(
+            f"JIT mode: cannot read the kernel index entry {index}: {e}: regenerate it "
+            f"(`pants export-codegen` for a checkout; `pants run`/`pants test` write their own)"
+        ) from e
     return JitSource(
         library=data["library"],
         target=data["target"],
@@ -68,6 +133,7 @@ def _load_entry(index: str, root: str) -> JitSource:
         files=dict(data["files"]),
         root=root,
         index=index,
+        live_roots=_live_roots(search_path, data["source_root"]),
     )
 
 
@@ -75,7 +141,8 @@ def find_jit_sources(search_path: Optional[Sequence[str]] = None) -> Dict[str, J
     """{library: JitSource} of every entry under `<dir>/__gpu_kernels__/` for dir in the search
     path (default sys.path); the first entry of a target wins, two targets of one name fail."""
     found: Dict[str, JitSource] = {}
-    for entry_dir in search_path if search_path is not None else sys.path:
+    search_path = list(search_path if search_path is not None else sys.path)
+    for entry_dir in search_path:
         base = os.path.join(entry_dir or ".", JIT_DIR)
         try:
             names = sorted(n for n in os.listdir(base) if n.endswith(INDEX_SUFFIX))
@@ -83,7 +150,7 @@ def find_jit_sources(search_path: Optional[Sequence[str]] = None) -> Dict[str, J
             continue
         for name in names:
             root = os.path.join(base, name[: -len(INDEX_SUFFIX)])
-            src = _load_entry(os.path.join(base, name), root)
+            src = _load_entry(os.path.join(base, name), root, search_path)
             other = found.get(src.library)
             if other is None:
                 found[src.library] = src

@@ -13,6 +13,17 @@ its own copy. A reader checks every file against entry.json before use; a corrup
 entry is logged, moved to .trash/ (one rename) and compiled again. Writers of one key take a
 lock (flock), so 16 processes starting at once compile it once. Last use is the entry
 directory's mtime, set on each use; `prune` evicts least recently used entries beyond the bound.
+
+Why pruning never breaks a running process: a process that uses an entry holds a shared flock
+on `.locks/<key>.use` from before it looks the entry up until it exits (`hold`); `prune` and
+`clear` evict an entry only under a non-blocking exclusive flock on that file, so an entry in
+use is skipped (the cache may exceed its bound by the entries in use) and an evicted entry is
+one nobody holds: its next user misses and compiles it again.
+
+Why a failed write leaves nothing behind: the store is checked writable when it opens (`open`);
+a compile is staged in `create`, whose staging directory is removed on any failure, and an
+OSError of the cache's filesystem (read-only, full) is one `JitCacheError` line naming the
+directory, the cause and the fix.
 """
 
 from __future__ import annotations
@@ -29,7 +40,9 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from gpu_runtime.errors import GpuRuntimeError
 
 log = logging.getLogger("gpu_runtime")
 
@@ -44,6 +57,21 @@ def default_root(environ: Optional[Mapping[str, str]] = None) -> str:
         return os.path.abspath(env[ENV_JIT_CACHE])
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(os.path.abspath(base), "gpu_runtime", "jit")
+
+
+class JitCacheError(GpuRuntimeError):
+    """The JIT cache cannot be used: its directory is not writable or full, or its size setting
+    is not a size. One line: the directory or setting, the cause and the fix."""
+
+
+def write_error(root: str, e: OSError, doing: str) -> JitCacheError:
+    """The one-line error for an OSError of the cache's filesystem while `doing` something."""
+    cause = e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        fix = f"free space there or set ${ENV_JIT_CACHE} to a directory with room"
+    else:
+        fix = f"set ${ENV_JIT_CACHE} to a writable directory or fix its permissions"
+    return JitCacheError(f"JIT mode: cannot write the JIT cache {root} ({doing}: {cause}): {fix}")
 
 
 @dataclass(frozen=True)
@@ -117,16 +145,80 @@ class JitStore:
         return sorted(found, key=lambda e: (e.last_use, e.key))
 
     # -- writing ----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Checks now, when the cache opens, that entries can be written here: a read-only or
+        unusable directory is one JitCacheError line, not a traceback after a compile."""
+        try:
+            for sub in (".tmp", ".locks"):
+                os.makedirs(self._dir(sub), exist_ok=True)
+            probe = self._dir(".tmp", f"probe.{uuid.uuid4().hex}")
+            with open(probe, "wb"):
+                pass
+            os.remove(probe)
+        except OSError as e:
+            raise write_error(self.root, e, "a test write") from None
+
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
         """Exclusive among the processes that write `key` (readers need no lock)."""
-        os.makedirs(self._dir(".locks"), exist_ok=True)
-        with open(self._dir(".locks", key + ".lock"), "a") as f:
+        try:
+            os.makedirs(self._dir(".locks"), exist_ok=True)
+            f = open(self._dir(".locks", key + ".lock"), "a")
+        except OSError as e:
+            raise write_error(self.root, e, "creating a lock") from None
+        with f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+    def _use_lock(self, key: str, how: int) -> Optional[IO[bytes]]:
+        """`.locks/<key>.use`, flocked `how`; None when LOCK_NB finds it taken. Re-opened when
+        an evicter unlinked the file while this process waited for it (checked by inode)."""
+        path = self._dir(".locks", key + ".use")
+        while True:
+            f = open(path, "ab")
+            try:
+                fcntl.flock(f.fileno(), how)
+            except BlockingIOError:
+                f.close()
+                return None
+            try:
+                same = os.stat(path).st_ino == os.fstat(f.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return f
+            f.close()
+
+    def hold(self, key: str) -> IO[bytes]:
+        """Marks `key` in use until the returned file is closed (or the process exits): prune
+        and clear skip it. Take it before looking the entry up, so that it cannot be evicted
+        between the look-up and its use."""
+        try:
+            os.makedirs(self._dir(".locks"), exist_ok=True)
+            held = self._use_lock(key, fcntl.LOCK_SH)
+        except OSError as e:
+            raise write_error(self.root, e, "creating a lock") from None
+        assert held is not None  # a blocking flock
+        return held
+
+    def create(self, key: str, info: Mapping[str, Any], fill: Callable[[str], None]) -> Entry:
+        """Stages a new directory, has `fill(staged)` write the entry's files into it and
+        publishes it. On any failure the staging directory is removed; an OSError (read-only
+        or full cache) is a JitCacheError. Call it under `lock(key)`."""
+        try:
+            staged = self.staging(key)
+        except OSError as e:
+            raise write_error(self.root, e, "creating a staging directory") from None
+        try:
+            fill(staged)
+            return self.publish(key, staged, info)
+        except OSError as e:
+            raise write_error(self.root, e, f"writing entry {key[:12]}") from None
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)  # gone already once published
 
     def staging(self, key: str) -> str:
         """A new private directory to build an entry in (same filesystem as the entry)."""
@@ -139,8 +231,10 @@ class JitStore:
         another writer got there first, `staged` is discarded and theirs is used."""
         files = {n: _sha256(os.path.join(staged, n)) for n in sorted(os.listdir(staged))}
         sealed = dict(info, schema=STORE_SCHEMA, key=key, files=files)
-        with open(os.path.join(staged, ENTRY_FILE), "w") as f:
-            json.dump(sealed, f, indent=1, sort_keys=True)
+        _write_file(
+            os.path.join(staged, ENTRY_FILE),
+            json.dumps(sealed, indent=1, sort_keys=True).encode(),
+        )
         for _ in range(3):
             try:
                 os.rename(staged, self._dir(key))
@@ -159,9 +253,9 @@ class JitStore:
 
     def _discard(self, path: str) -> None:
         """Moves `path` out of the way in one rename, then deletes it; a lost race is fine."""
-        os.makedirs(self._dir(".trash"), exist_ok=True)
         trash = self._dir(".trash", f"{os.path.basename(path)}.{uuid.uuid4().hex}")
         try:
+            os.makedirs(self._dir(".trash"), exist_ok=True)
             os.rename(path, trash)
         except OSError:
             return
@@ -170,7 +264,7 @@ class JitStore:
     def remove(self, key: str) -> None:
         self._discard(self._dir(key))
 
-    def _sizes(self) -> List[Tuple[float, str, int]]:
+    def sizes(self) -> List[Tuple[float, str, int]]:
         """(last use, key, bytes) of every entry directory, least recently used first: stat
         only, so that pruning after a compile costs no hashing of the whole cache."""
         out = []
@@ -185,18 +279,46 @@ class JitStore:
                 out.append((os.stat(path).st_mtime, key, size))
         return sorted(out)
 
+    def _evict(self, key: str) -> bool:
+        """Removes the entry unless a process holds it (`hold`); True if it was removed."""
+        try:
+            os.makedirs(self._dir(".locks"), exist_ok=True)
+            taken = self._use_lock(key, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a read-only cache: nothing can be evicted
+        if taken is None:
+            return False
+        with taken:
+            self._discard(self._dir(key))
+            with contextlib.suppress(OSError):
+                os.remove(self._dir(".locks", key + ".use"))  # under the lock: see _use_lock
+        return True
+
+    def in_use(self) -> List[str]:
+        """The keys of the entries that running processes hold."""
+        busy = []
+        for _, key, _ in self.sizes():
+            try:
+                taken = self._use_lock(key, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            if taken is None:
+                busy.append(key)
+            else:
+                taken.close()
+        return busy
+
     def prune(self, max_bytes: int, keep: Optional[str] = None) -> List[Tuple[str, int]]:
-        """Evicts least recently used entries until the rest fit in `max_bytes`; returns the
-        (key, bytes) evicted."""
-        sizes = self._sizes()
+        """Evicts least recently used entries until the rest fit in `max_bytes`, never one a
+        process holds (nor `keep`); returns the (key, bytes) evicted."""
+        sizes = self.sizes()
         total = sum(size for _, _, size in sizes)
         evicted = []
         for _, key, size in sizes:
             if total <= max_bytes:
                 break
-            if key == keep:
+            if key == keep or not self._evict(key):
                 continue
-            self._discard(self._dir(key))
             total -= size
             evicted.append((key, size))
         for stale in (".tmp", ".trash"):
@@ -212,10 +334,19 @@ class JitStore:
                     shutil.rmtree(full, ignore_errors=True)
 
     def clear(self) -> int:
-        entries = self.entries()
-        for e in entries:
-            self._discard(e.path)
-        return len(entries)
+        """Removes every entry no process holds; returns how many were removed."""
+        return sum(self._evict(key) for _, key, _ in self.sizes())
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Writes a new file whole or raises (a short write on a full disk is an OSError too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -223,8 +354,12 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    """Bytes from "1G", "500M", "64KiB" or a plain number (binary units)."""
+    """Bytes from "1G", "500M", "64KiB" or a plain number (binary units); ValueError saying
+    what is wrong otherwise (its callers name the setting and the fix)."""
     m = _SIZE_RE.match(text)
     if not m:
-        raise ValueError(f"not a size: {text!r} (use e.g. 500M or 2G)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        raise ValueError(f"{text!r} is not a size")
+    try:
+        return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    except OverflowError:  # more digits than a float holds
+        raise ValueError(f"{text[:20]!r}... is too large") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -304,6 +305,30 @@ def test_c_negative_int_into_u32_param():
         pack_c_args(c_kernel(["u32"]), [2**32])
 
 
+def test_c_declared_types_check_signedness_and_pointees():
+    """PTX says `.u32` for `int` and `unsigned int` alike; the declared types tell them apart."""
+    k = KernelSpec(
+        name="k",
+        entry="k",
+        abi="c",
+        params=("u32", "u32", "u64", "u64", "u64", "u8"),
+        c_types=("int", "unsigned int", "const double*", "void*", "ns::P*", "unsigned char"),
+    )
+    f64, f32 = FakeDeviceArray((4,), np.float64, PTR), FakeDeviceArray((4,), np.float32, PTR)
+    p = pack_c_args(k, [-1, 2**32 - 1, f64, f32, f32, 255])
+    assert p.image == struct.pack("<iIQQQB", -1, 2**32 - 1, PTR, PTR, PTR, 255)
+    for args, match in [
+        ([-1, -1, f64, f32, f32, 0], r"argument 1 of k \(unsigned int\): -1 does not fit in "),
+        ([2**31, 0, f64, f32, f32, 0], r"argument 0 of k \(int\): 2147483648 does not fit"),
+        ([0, np.int64(-2), f64, f32, f32, 0], "-2 does not fit in unsigned int"),
+        ([0, 0, f32, f32, f32, 0], r"\(const double\*\): got a device array of dtype float32"),
+        ([0, 0, f64, f32, f32, -1], "-1 does not fit in unsigned char"),
+    ]:
+        with pytest.raises(DispatchError, match=match):
+            pack_c_args(k, args)
+    assert pack_c_args(k, [0, 0, PTR + 8, PTR, PTR, 0]).values[2] == ("u64", PTR + 8)
+
+
 def test_c_pointer_sources():
     class Buf:  # like a cuda.core Buffer
         handle = PTR + 8
@@ -380,3 +405,25 @@ def test_cai_edge_cases():
     assert array_view(object()) is None
     with pytest.raises(DispatchError, match="non-native byte order"):
         array_view(FakeDeviceArray((3,), np.dtype(">f4")))
+
+
+@pytest.mark.parametrize("dtype, value", [("float32", 1e39), ("float16", 70000.0)])
+def test_a_finite_float_beyond_a_narrow_type_is_refused_not_sent_as_inf(dtype, value):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning either
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_numba_args(numba_kernel([S(dtype)]), [value])
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_numba_args(numba_kernel([S(dtype)]), [np.float64(value)])
+        with pytest.raises(DispatchError, match=f"does not fit {dtype}"):
+            pack_c_args(c_kernel(["f32" if dtype == "float32" else "f16"]), [value])
+    with pytest.raises(DispatchError, match="imaginary part.*does not fit float32"):
+        pack_numba_args(numba_kernel([S("complex64")]), [complex(1, 1e39)])
+
+
+def test_inf_nan_and_the_largest_float32_still_pass():
+    big = float(np.finfo(np.float32).max)
+    p = pack_c_args(c_kernel(["f32", "f32", "f32"]), [float("inf"), big, -big])
+    assert p.image == struct.pack("<fff", float("inf"), big, -big)
+    p = pack_numba_args(numba_kernel([S("float32")]), [float("nan")])
+    assert np.isnan(struct.unpack("<f", p.image)[0])

@@ -132,9 +132,10 @@ def is_host_array(obj: Any) -> bool:
 
 
 def numba_array_type(dtype: str, ndim: int, layout: str) -> str:
-    """numba's spelling: float32[::1], float32[:, ::1], float32[::1, :], float32[:, :]."""
+    """numba's spelling: float32[::1], float32[:, ::1], float32[::1, :], float32[:, :]; a 0-d
+    array as numba prints it (`array(float32, 0d, C)`), which has no slice spelling."""
     if ndim == 0:
-        return f"{dtype}[]"  # not a numba spelling; 0-d arrays are rare as kernel args
+        return f"array({dtype}, 0d, {layout})"
     dims = [":"] * ndim
     if layout == "C":
         dims[-1] = "::1"

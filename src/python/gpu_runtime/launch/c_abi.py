@@ -5,6 +5,11 @@ object with an integer `.handle`/`.ptr`, e.g. a cuda.core Buffer) or integers; n
 parameters take integers of either signedness (NVRTC declares `int` as `.u32`); floating
 parameters take numbers; byte-array parameters (`.align A .b8 name[N]`, e.g. a struct by value)
 take a numpy scalar or `bytes` of N bytes.
+
+Where the manifest records the declared C types ("c_types", `gpu_spec.c_types`), they are
+checked too: a device array passed for `const float*` must hold float32, an integer passed for
+`unsigned int` must not be negative nor one for `int` above 2**31 - 1. Pass a pointer as an int
+to reinterpret memory on purpose.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import numpy as np
 
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.launch.arrays import array_view, describe_value, is_host_array
+from gpu_runtime.launch.dtype_json import dtype_fits
 from gpu_runtime.launch.params import (
     PackedArgs,
     PackedValue,
@@ -22,7 +28,14 @@ from gpu_runtime.launch.params import (
     build_image,
     parse_param_type,
 )
-from gpu_runtime.launch.scalars import float16_bits, to_float, to_int, unwrap_0d
+from gpu_runtime.launch.scalars import (
+    INT_RANGES,
+    float16_bits,
+    to_int,
+    to_narrow_float,
+    unwrap_0d,
+)
+from gpu_spec.c_types import c_pointee_dtype, c_scalar_dtype
 from gpu_spec.manifest.model import KernelSpec
 
 
@@ -42,20 +55,46 @@ def device_pointer(value: Any) -> Optional[int]:
     return None
 
 
-def c_param_value(ptext: str, value: Any, what: str) -> PackedValue:
-    """The typed value of one argument for the PTX parameter `ptext`."""
+def c_param_value(ptext: str, value: Any, what: str, ctype: Optional[str] = None) -> PackedValue:
+    """The typed value of one argument for the PTX parameter `ptext`, declared `ctype` in C++
+    (None: not recorded)."""
     pt = parse_param_type(ptext)
     value = unwrap_0d(value)
+    if ctype is not None:
+        _check_declared(ctype, value, what)
     if pt.is_array:
         return (pt.name, _struct_bytes(pt, ptext, value, what))
     if pt.kind == "f":
         if pt.bits == 16:
             if isinstance(value, np.float16):
                 return (pt.name, int(value.view(np.uint16)))
-            return (pt.name, float16_bits(to_float(value, what)))
-        v = to_float(value, what)
-        return (pt.name, float(np.float32(v)) if pt.bits == 32 else v)
+            return (pt.name, float16_bits(to_narrow_float(value, 16, what)))
+        return (pt.name, to_narrow_float(value, pt.bits, what))
     return (pt.name, _integer_value(pt, ptext, value, what))
+
+
+def _check_declared(ctype: str, value: Any, what: str) -> None:
+    """What the PTX type cannot tell: a pointer's element dtype, an integer's signedness."""
+    pointee = c_pointee_dtype(ctype)
+    if pointee is not None:
+        view = array_view(value)
+        if view is not None:
+            why = dtype_fits(pointee, view.dtype)
+            if why is not None:
+                raise DispatchError(
+                    f"{what}: got a device array of {why}; pass an array of {pointee}, or "
+                    f"its address as an int to reinterpret it"
+                )
+        return
+    dtype = c_scalar_dtype(ctype)
+    if (
+        dtype in INT_RANGES
+        and isinstance(value, (int, np.integer))
+        and not isinstance(value, (bool, np.bool_))
+    ):
+        lo, hi = INT_RANGES[dtype]
+        if not lo <= int(value) <= hi:
+            raise DispatchError(f"{what}: {int(value)} does not fit in {ctype} ({dtype})")
 
 
 def _struct_bytes(pt: ParamType, ptext: str, value: Any, what: str) -> bytes:
@@ -110,9 +149,10 @@ def pack_c_args(kernel: KernelSpec, args: Sequence[Any]) -> PackedArgs:
         )
     if len(args) != len(params):
         raise DispatchError(f"{kernel.describe()} takes {len(params)} arguments, got {len(args)}")
+    ctypes = kernel.c_types or (None,) * len(params)
     return build_image(
         [
-            c_param_value(p, v, f"argument {i} of {kernel.name} ({p})")
-            for i, (p, v) in enumerate(zip(params, args))
+            c_param_value(p, v, f"argument {i} of {kernel.name} ({c or p})", c)
+            for i, (p, c, v) in enumerate(zip(params, ctypes, args))
         ]
     )

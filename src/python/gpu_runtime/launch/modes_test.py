@@ -16,6 +16,9 @@ from gpu_runtime.conftest import (
     library_specs,
     write_bundle,
 )
+from gpu_runtime.driver import devarray
+from gpu_runtime.driver.devarray import DeviceArray
+from gpu_runtime.driver.devarray_test import FakeDriver
 from gpu_runtime.errors import DispatchError, IntegrityError, LaunchError
 from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_dtype
 
@@ -173,6 +176,33 @@ def test_pointer_arguments_take_arrays_buffers_and_integers(docs, fake_backend):
     assert second[:2] == [struct.pack("<Q", PTR + 8), struct.pack("<Q", PTR + 16)]
     # the 0-d array: meminfo, parent, nitems 1, itemsize 4, data; no shape, no strides
     assert b"".join(first[2:]) == struct.pack("<qqqqQ", 0, 0, 1, 4, PTR + 64)
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    d = FakeDriver()
+    monkeypatch.setattr(devarray, "driver_api", lambda: d)
+    monkeypatch.setattr(devarray, "_ensure_context", lambda device: 0 if device is None else device)
+    return d
+
+
+def test_a_zero_d_device_array_from_numpy_launches_as_numba_passes_it(docs, fake_backend, driver):
+    """`DeviceArray.from_numpy` of a numpy scalar is 0-d; the kernel typed
+    `array(float32, 0d, C)` takes it on the checked path and on the repeat-launch path alike,
+    and a 1-element 1-d array is refused in numba's spelling."""
+    k = open_docs(docs, fake_backend).kernel("add_pointers")
+    out0 = DeviceArray.from_numpy(np.float32(0))
+    for _ in range(3):  # the first launch packs checked, later ones through the plan
+        k[1, 1](PTR, PTR + 8, out0)
+    assert fake_backend.bare_launches == 2
+    zero_d = struct.pack("<qqqqQ", 0, 0, 1, 4, out0.ptr)
+    assert [b"".join(launch[5][2:]) for launch in fake_backend.launches] == [zero_d] * 3
+    with pytest.raises(
+        DispatchError,
+        match=r"expected array\(float32, 0d, C\), got float32\[::1\] \(1-D, not 0-D\)",
+    ):
+        k[1, 1](PTR, PTR + 8, DeviceArray.from_numpy(np.zeros(1, np.float32)))
+    assert k.signatures == ["add_pointers(CPointer(float32), voidptr, array(float32, 0d, C))"]
 
 
 @pytest.mark.parametrize(

@@ -36,8 +36,8 @@ from gpu_runtime.launch.scalars import (
     float16_bits,
     scalar_dtype,
     to_complex,
-    to_float,
     to_int,
+    to_narrow_float,
     unwrap_0d,
 )
 from gpu_spec.manifest.model import ArgSpec, KernelSpec
@@ -58,13 +58,15 @@ def numba_scalar_values(dtype_name: str, value: Any, what: str) -> List[PackedVa
             raise DispatchError(f"{what}: {v} does not fit in {dt.name}")
         return [(("s" if dt.kind == "i" else "u") + str(dt.itemsize * 8), v)]
     if dt.kind == "f":
-        f = to_float(value, what)
         if dt.itemsize in (2, 4, 8):
-            return [_float_value(dt.itemsize, f)]
+            return [_float_value(dt.itemsize, to_narrow_float(value, dt.itemsize * 8, what))]
     if dt.kind == "c":
         c = to_complex(value, what)
         if dt.itemsize == 8:
-            return [("f32", float(np.float32(c.real))), ("f32", float(np.float32(c.imag)))]
+            return [
+                ("f32", to_narrow_float(c.real, 32, f"{what} (real part)")),
+                ("f32", to_narrow_float(c.imag, 32, f"{what} (imaginary part)")),
+            ]
         return [("f64", c.real), ("f64", c.imag)]
     if dt.kind in "mM":
         if isinstance(value, (np.datetime64, np.timedelta64)):
@@ -77,7 +79,7 @@ def _float_value(itemsize: int, v: float) -> PackedValue:
     if itemsize == 2:
         return ("u16", float16_bits(v))
     if itemsize == 4:
-        return ("f32", float(np.float32(v)))
+        return ("f32", v)  # already rounded to float32 (`to_narrow_float`)
     return ("f64", v)
 
 

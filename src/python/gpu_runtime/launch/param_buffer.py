@@ -20,9 +20,10 @@ class ParamBuffer:
 
     `arrays`: the `DeviceArray` entries whose values the image holds (kept alive, so compared by
     identity), set by a launch plan's repack after it wrote them; None when unknown.
+    `scalars`: likewise the scalar objects whose values it holds, beside those arrays.
     """
 
-    __slots__ = ("data", "pointers", "address", "offsets", "sizes", "nbytes", "arrays")
+    __slots__ = ("data", "pointers", "address", "offsets", "sizes", "nbytes", "arrays", "scalars")
 
     def __init__(self, offsets: Sequence[int], sizes: Sequence[int], nbytes: int) -> None:
         self.offsets: Tuple[int, ...] = tuple(offsets)
@@ -34,6 +35,7 @@ class ParamBuffer:
         self.pointers = (ctypes.c_void_p * max(n, 1))(*[base + o for o in self.offsets])
         self.address = ctypes.addressof(self.pointers) if n else 0
         self.arrays: Optional[tuple] = None
+        self.scalars: Optional[tuple] = None
 
     @classmethod
     def from_packed(cls, packed: PackedArgs) -> "ParamBuffer":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from gpu_runtime.launch.param_buffer import ParamBuffer
 from gpu_runtime.launch.params import PackedArgs, PackedValue, parse_param_type
 from gpu_runtime.launch.repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.launch.scalars import scalar_dtype
+from gpu_spec.c_types import c_scalar_dtype
 from gpu_spec.manifest.model import KernelSpec
 
 Extractor = Callable[[Any, Any], Tuple[Any, ...]]
@@ -235,14 +236,18 @@ def _pointer_part(value: Any) -> Optional[tuple]:
     return None
 
 
-def _c_arg(ptext: str, value: Any) -> Optional[tuple]:
-    """(codes, extractor) of one C parameter, or None if not fast-packable."""
+def _c_arg(ptext: str, value: Any, ctype: Optional[str] = None) -> Optional[tuple]:
+    """(codes, extractor) of one C parameter, or None if not fast-packable. A declared signed
+    integer (`int`, PTX `.u32`) packs signed, so that `struct` range-checks it as C declares it;
+    a declared pointer's arrays keep to the checked path's dtype through the pattern key."""
     pt = parse_param_type(ptext)
     if pt.is_array or (pt.kind == "f" and pt.bits == 16):
         return None
     if pt.kind == "f":
         return (["f" if pt.bits == 32 else "d"], _scalar)
-    code = _int_code("s" if pt.kind == "s" else "u", pt.bits)
+    declared = c_scalar_dtype(ctype) if ctype is not None else None
+    signed = pt.kind == "s" or (declared is not None and declared.startswith("int"))
+    code = _int_code("s" if signed else "u", pt.bits)
     if pt.bits == 64 and not isinstance(value, (int, np.integer)):
         if array_view(value) is not None:
             return ([code], _cai_pointer)
@@ -268,8 +273,9 @@ def _per_arg(kernel: KernelSpec, args: Sequence[Any]) -> Tuple[List[PackedValue]
             values.extend(vals)
             parts.append(part)
     else:
-        for ptext, value in zip(kernel.params or (), args):
-            parts.append(_c_arg(ptext, value))
+        params = kernel.params or ()
+        for ptext, ctype, value in zip(params, kernel.c_types or (None,) * len(params), args):
+            parts.append(_c_arg(ptext, value, ctype))
     return values, parts
 
 
@@ -328,6 +334,11 @@ def _no_repack(args: Sequence[Any]) -> None:
     return None
 
 
+def no_fire(args: Sequence[Any], dims: Any, shared_mem: int, hstream: Any) -> None:
+    """The fire of a plan that fits nothing (and of a kernel before its first launch)."""
+    return None
+
+
 def _struct_format(codes: Sequence[str], packed: PackedArgs) -> str:
     """One little-endian struct format for the whole image, padding as `PackedArgs` lays it
     out; a numba array's two leading zero parameters are written as 16 pad bytes."""
@@ -362,10 +373,13 @@ class LaunchPlan:
         "fast",
         "steps",
         "repack",
+        "fire",
+        "entry",
         "_struct",
         "_extractors",
         "_layout",
         "_local",
+        "_writes",
     )
 
     def __init__(
@@ -382,7 +396,12 @@ class LaunchPlan:
         # per argument (kind, pattern part, reader), set by build_plan; None: the plan is
         # only found through its pattern key, and `repack` fits nothing
         self.steps: Optional[Tuple[Step, ...]] = None
+        self._writes: Sequence[Any] = ()
         self.repack: Callable[[Sequence[Any]], Optional[ParamBuffer]] = _no_repack
+        # repack and launch in one call, made by `set_launcher`; None: another pattern
+        self.fire: Callable[..., Any] = no_fire
+        # the kernel's whole launch for this pattern, made by `set_launcher` given `entry`
+        self.entry: Optional[Callable[..., Any]] = None
         self._struct = struct.Struct(fmt) if fmt is not None else None
         self._extractors = extractors
         self._layout = (packed.offsets, packed.sizes, len(packed.image))
@@ -406,7 +425,7 @@ class LaunchPlan:
         vals: List[Any] = []
         for extract, a, cai in zip(self._extractors, args, cais):
             vals += extract(a, cai)
-        buf.arrays = None  # the image is rewritten whole: no repack may keep its array bytes
+        buf.arrays = buf.scalars = None  # rewritten whole: no repack may keep its bytes
         self._struct.pack_into(buf.data, 0, *vals)  # type: ignore[union-attr]
         return buf
 
@@ -426,6 +445,23 @@ class LaunchPlan:
             self.buffer,
             _REPACK_NAMES,
         )
+        self._writes = writes
+
+    def set_launcher(self, cu: Any, entry: Optional[Dict[str, Any]] = None) -> None:
+        """Make `fire(args, dims, shared_mem, hstream)`: `repack` and then
+        `cu(func, *dims, shared_mem, hstream, void**, 0)` (cuLaunchKernel's signature) in one
+        generated function, returning cu's status, or None with nothing launched when `args`
+        have another pattern. With `entry` (the kernel's names, see `compile_repack`), also
+        `self.entry`: the kernel's whole `launch` for this pattern, in one function. A plan
+        with no repack, or a cooperative one (its grid is checked first, on the path that
+        launches it), keeps the fire that fits nothing and no entry."""
+        if self.steps is None or self.cooperative:
+            return
+        pack_into = self._struct.pack_into  # type: ignore[union-attr]
+        common = (self.steps, pack_into, self._writes, self._local, self.buffer, _REPACK_NAMES)
+        self.fire = compile_repack(*common, (cu, self.func))
+        if entry is not None:
+            self.entry = compile_repack(*common, (cu, self.func), entry)
 
 
 _REPACK_NAMES = {

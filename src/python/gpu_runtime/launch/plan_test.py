@@ -75,6 +75,22 @@ def test_c_plan_image_equals_checked_image(params, args):
     assert got == want
 
 
+def test_c_plan_packs_declared_signed_ints_signed():
+    """`int` is `.u32` in PTX: a plan packs it signed, so a negative value takes the fast path
+    and one above 2**31 - 1 is refused there as the checked path refuses it."""
+    k = KernelSpec(
+        name="c", entry="c", abi="c", params=("u32", "u32"), c_types=("int", "unsigned int")
+    )
+    got, want = fast_image(k, [-5, 5])
+    assert got == want == struct.pack("<iI", -5, 5)
+    plan = build_plan("f", k, [-5, 5], pack_args(k, [-5, 5]))
+    for args in ([-(2**31) - 1, 5], [np.int64(2**31), 5]):
+        with pytest.raises(struct.error):
+            plan.pack(args, pattern_key(args)[1])
+        with pytest.raises(DispatchError, match="does not fit in int"):
+            pack_args(k, args)
+
+
 def test_c_pointer_from_a_handle_attribute():
     class Buf:  # like a cuda.core Buffer
         handle = PTR + 8

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpu_runtime
-from gpu_runtime.conftest import FakeDeviceArray
+from gpu_runtime.conftest import FakeBackend, FakeDeviceArray
 from gpu_runtime.driver import devarray
 from gpu_runtime.driver.devarray import DeviceArray
 from gpu_runtime.driver.devarray_test import FakeDriver
@@ -98,6 +98,26 @@ def test_arrays_kept_in_the_buffer_only_while_they_are_the_same(driver):
     assert plan.repack(args).image() == pack_args(k, args).image
 
 
+def test_the_same_scalar_objects_are_not_written_again(driver):
+    """Beside the same arrays, the very scalar objects the buffer holds are not rewritten (they
+    are immutable); another object is, whatever its value."""
+    k = numba_kernel([A("float32", 1), S("float32"), S("int32"), A("float32", 1)])
+    a, b = dev((4,)), dev((6,))
+    f, i = np.float32(2), np.int32(7)
+    plan = plan_of(k, [a, f, i, b])
+    buf = plan.repack([a, f, i, b])
+    offset = pack_args(k, [a, f, i, b]).offsets[7]  # the float32 (after 7 of the array)
+    buf.data[offset : offset + 4] = b"\xff" * 4  # what a skipped write would leave
+    assert plan.repack([a, f, i, b]).image()[offset : offset + 4] == b"\xff" * 4
+    for args in ([a, np.float32(2), i, b], [a, np.float32(3), i, b], [b, f, i, a]):
+        assert plan.repack(args).image() == pack_args(k, args).image, args
+    assert buf.scalars is not None and buf.scalars[0] is f  # the last launch's, written whole
+    b.free()  # the buffer holds its entry: a freed array must still be refused
+    with pytest.raises(ValueError, match="freed"):
+        plan.repack([a, f, i, b])
+    assert plan.repack([FakeDeviceArray((4,), "float32", PTR), f, i, a]) is None
+
+
 def test_a_scalar_that_fails_alone_leaves_a_correct_buffer(driver):
     k = numba_kernel([A("float32", 1), S("float32")])
     a = dev((4,))
@@ -180,6 +200,56 @@ def test_alternating_patterns_launch_exactly(cache, fake_backend, driver):
     assert len(k._plans) == 2
 
 
+def test_repeat_launches_fire_the_bare_call_with_the_checked_bytes(cache, fake_backend, driver):
+    """After a pattern's first (checked) launch, `fire` packs and calls cuLaunchKernel itself:
+    the same bytes as the checked path, and `launch_raw` is not called again."""
+    k = cache.kernel("saxpy")
+    for i in range(5):
+        out, x = (dev((8,)), dev((8,))) if i % 2 else (dev((16,)), dev((16,)))
+        k.launch(2, 32, out, np.float32(i), x, x)
+        assert fake_backend.launches[-1][5] == params(k.pack(out, np.float32(i), x, x))
+        assert fake_backend.bare_launches == i  # the first launch was launch_raw's
+    k[2, 32](out, np.float32(7), x, x)  # numba style: the same fire
+    assert fake_backend.bare_launches == 5
+    assert fake_backend.launches[-1][5] == params(k.pack(out, np.float32(7), x, x))
+
+
+def test_a_refused_fire_launches_once_through_the_checked_path(bundle, driver):
+    """A status other than success (no context on this thread, a bad launch) is handled by
+    launch_raw, which retries or raises; the refused call launched nothing."""
+
+    class RefusesOnce(FakeBackend):
+        refused = 0
+
+        def bare_launch(self, *call):
+            if not self.refused:
+                self.refused += 1
+                return (object(),)
+            return super().bare_launch(*call)
+
+    backend = RefusesOnce()
+    k = gpu_runtime.open_cache(bundle, backend=backend).kernel("saxpy")
+    out = dev((8,))
+    for i in range(3):
+        k.launch(1, 8, out, np.float32(i), out, out)
+        assert backend.launches[-1][5] == params(k.pack(out, np.float32(i), out, out))
+    assert backend.refused == 1 and len(backend.launches) == 3
+    assert backend.bare_launches == 1  # first: launch_raw; second: refused, then launch_raw
+
+
+def test_a_configured_list_grid_is_read_on_every_call(cache, fake_backend, driver):
+    k = cache.kernel("saxpy")
+    out = dev((8,))
+    grid = [2, 3]
+    configured = k[grid, 8]
+    configured(out, np.float32(1), out, out)
+    grid[1] = 5
+    configured(out, np.float32(1), out, out)
+    assert [launch[1] for launch in fake_backend.launches] == [(2, 3, 1), (2, 5, 1)]
+    with pytest.raises(DispatchError, match="shared_mem"):
+        k[1, 8, None, -1]
+
+
 def test_wrong_arguments_after_a_good_launch_still_raise(cache, driver):
     k = cache.kernel("saxpy")
     out = dev((8,))
@@ -204,6 +274,33 @@ def test_launch_shape_follows_the_values(cache, fake_backend, driver):
     assert fake_backend.launches[-1][1] == (2, 5, 1)
     k.launch((2, 2), (8, 4), out, np.float32(1), out, out)
     assert fake_backend.launches[-1][1:3] == ((2, 2, 1), (8, 4, 1))
+
+
+def test_a_repeat_launch_is_the_plans_own_entry_with_every_check_behind_it(
+    cache, fake_backend, driver
+):
+    """After a pattern's first launch, `kernel.launch` is that plan's generated entry (one
+    frame to the bare call); a stream, shared memory, a new shape or pattern still launch
+    exactly, and what the checked path refuses raises its own error, not one chained to ours."""
+    k = cache.kernel("saxpy")
+    out, x = dev((8,)), dev((8,))
+    k.launch(1, 8, out, np.float32(1), x, x)
+    assert k.launch.__code__.co_filename == "<gpu_runtime launch plan repack>"
+    assert k.launch.__name__ == "launch" and "asynchronous like CUDA" in k.launch.__doc__
+    stream = object()
+    k.launch(1, 8, out, np.float32(2), x, x, stream=stream, shared_mem=64)
+    assert fake_backend.launches[-1][3:5] == (stream, 64)
+    k.launch(2, 16, out, np.float32(3), x, x)  # another shape: through Kernel.launch
+    assert fake_backend.launches[-1][1:3] == ((2, 1, 1), (16, 1, 1))
+    k.launch(2, 16, out, 3.0, x, x)  # another pattern: the checked path, then its own entry
+    assert fake_backend.launches[-1][5] == params(k.pack(out, 3.0, x, x))
+    assert fake_backend.bare_launches == 2  # the first launch of each pattern is launch_raw's
+    with pytest.raises(DispatchError, match="shared_mem") as refused:
+        k.launch(2, 16, out, 3.0, x, x, shared_mem=True)
+    with pytest.raises(DispatchError) as wrong:
+        k.launch(grid=2, block=16)  # keywords, as Kernel.launch takes them; no arguments
+    assert refused.value.__context__ is None and wrong.value.__context__ is None
+    assert len(fake_backend.launches) == 4
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,6 +334,18 @@ def test_launch_raw_passes_streams_as_cuda_bindings_takes_them_fastest():
     assert streams[0] is None
     assert [s.h for s in streams[1:]] == [7, 7, 9] and streams[1] is streams[2]
     assert all(c[9] == 1234 and c[10] == 0 for c in drv.calls)
+
+
+def test_the_bare_launch_function_takes_streams_the_same_way():
+    ok = object()
+    drv = RecordingDriver(ok)
+    be = CudaBackend(0)
+    be._drv, be._ok = drv, ok
+    be.device = lambda: 0  # type: ignore[method-assign]
+    cu, status, cu_stream = be.launch_function()
+    assert cu == drv.cuLaunchKernel and status is ok
+    assert cu_stream(None) is None and cu_stream(0) is None
+    assert cu_stream(7).h == 7 and cu_stream(7) is cu_stream(7)
 
 
 def test_configured_kernels_are_reused_only_for_the_same_config(cache, fake_backend, driver):

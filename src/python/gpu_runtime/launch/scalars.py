@@ -7,6 +7,7 @@ numpy coerce it silently.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -44,6 +45,31 @@ def to_float(value: Any, what: str) -> float:
     raise DispatchError(f"{what}: expected a real number, got {describe_value(value)} {value!r}")
 
 
+_NARROW = {16: np.float16, 32: np.float32}
+
+
+def to_narrow_float(value: Any, bits: int, what: str) -> float:
+    """`value` for a float16 or float32 parameter, rounded as numpy rounds it.
+
+    A finite value beyond the type's range would become inf, with only numpy's RuntimeWarning
+    (or none, under `np.errstate`): refused instead, naming the argument and the range. inf and
+    nan pass as themselves; a float64 parameter takes any real.
+    """
+    f = to_float(value, what)
+    narrow = _NARROW.get(bits)
+    if narrow is None:
+        return f
+    with np.errstate(over="ignore"):
+        rounded = float(narrow(f))
+    if math.isinf(rounded) and math.isfinite(f):
+        limit = float(np.finfo(narrow).max)
+        raise DispatchError(
+            f"{what}: {f!r} does not fit float{bits} (largest finite value {limit:g}); pass a "
+            f"smaller value, or inf explicitly"
+        )
+    return rounded
+
+
 def to_complex(value: Any, what: str) -> complex:
     if isinstance(value, _NUMBERS):
         return complex(value)
@@ -51,8 +77,10 @@ def to_complex(value: Any, what: str) -> complex:
 
 
 def float16_bits(value: float) -> int:
-    """The 16 bits of `value` as IEEE half precision (how both ABIs pass a float16)."""
-    return int(np.array(value, dtype=np.float16).view(np.uint16))
+    """The 16 bits of `value` as IEEE half precision (how both ABIs pass a float16); `value`
+    is already in range (`to_narrow_float`)."""
+    with np.errstate(over="ignore"):
+        return int(np.array(value, dtype=np.float16).view(np.uint16))
 
 
 def unwrap_0d(value: Any) -> Any:

@@ -15,7 +15,7 @@ def saxpy(out, a, x, y):
         out[i] = a * x[i] + y[i]
 
 
-# Concrete signatures compiled ahead of time (see gpu_compiler.numba_backend).
+# Concrete signatures compiled ahead of time (see gpu_compiler.numba.backend).
 AOT_SIGNATURES = {
     "saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"],
 }

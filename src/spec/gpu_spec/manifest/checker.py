@@ -84,5 +84,10 @@ def type_names(types: Any) -> str:
 
 
 def short(val: Any) -> str:
+    """`val` as JSON, cut to 60 characters (a huge value is not serialised whole first)."""
+    if isinstance(val, (str, bytes, bytearray)) and len(val) > 60:
+        val = val[:60]
+    elif isinstance(val, (list, dict)) and len(val) > 8:
+        val = val[:8] if isinstance(val, list) else dict(list(val.items())[:8])
     text = json.dumps(val) if not isinstance(val, (bytes, bytearray)) else repr(val)
     return text if len(text) <= 60 else text[:57] + "..."

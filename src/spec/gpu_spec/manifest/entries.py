@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Tuple
 
+from gpu_spec.c_types import c_type_problem
 from gpu_spec.capabilities import parse_capability
 from gpu_spec.dtypes import dtype_problems
 from gpu_spec.errors import SpecError
@@ -77,6 +78,19 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
             c.err(f"{where}.params", "expected an array of PTX type strings")
         else:
             params = tuple(params_raw)
+    c_types_raw = c.get(raw, "c_types", list, where, optional=True, nullable=True)
+    c_types: Optional[Tuple[str, ...]] = None
+    if c_types_raw is not None:
+        problem = next(filter(None, map(c_type_problem, c_types_raw)), None)
+        if problem is not None:
+            c.err(f"{where}.c_types", problem)
+        elif params is not None and len(c_types_raw) != len(params):
+            c.err(
+                f"{where}.c_types",
+                f"{len(c_types_raw)} declared types for {len(params)} PTX parameters",
+            )
+        else:
+            c_types = tuple(c_types_raw)
     resources = c.get(raw, "resources", dict, where, optional=True, nullable=True) or {}
     cooperative = c.get(raw, "cooperative", bool, where, optional=True, default=False)
     if name is None or entry is None or abi is None:
@@ -90,6 +104,7 @@ def _parse_kernel(c: Checker, raw: Any, where: str) -> Optional[KernelSpec]:
         params=params,
         resources=dict(resources),
         cooperative=bool(cooperative),
+        c_types=c_types,
     )
 
 

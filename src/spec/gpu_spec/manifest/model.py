@@ -68,6 +68,9 @@ Schema 1 (every key is required unless marked optional; unknown keys are ignored
                       "cooperative": true,  # optional, default false: uses grid sync, so it
                                    #   needs a cooperative launch (co-resident grid)
                       "params": ["u64", "f32", ...] | null,  # PTX .param types of the entry
+                      "c_types": ["const float*", "int", ...],  # optional, "c" ABI: declared
+                                   #   C type per param (gpu_spec.c_types); older manifests
+                                   #   lack it (schema unchanged: readers ignore unknown keys)
                       "resources": {"registers": 12, "shared_bytes": 0, ...}         # optional
                     }
                   ]
@@ -164,6 +167,9 @@ class KernelSpec:
     resources: Dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     # Uses grid-wide sync (cooperative groups): must be launched with a cooperative launch.
     cooperative: bool = False
+    # CUDA C++ kernels: the declared C type of each parameter (`gpu_spec.c_types`), one per
+    # `params` entry; None in manifests of compilers that did not record them.
+    c_types: Optional[Tuple[str, ...]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         d: Dict[str, Any] = {
@@ -177,6 +183,8 @@ class KernelSpec:
         }
         if self.cooperative:
             d["cooperative"] = True
+        if self.c_types is not None:
+            d["c_types"] = list(self.c_types)
         return d
 
     def describe(self) -> str:
@@ -184,6 +192,8 @@ class KernelSpec:
         if sig:
             # "void(float32[::1], float32)" -> "saxpy(float32[::1], float32)"
             return self.name + sig[sig.index("(") :] if "(" in sig else f"{self.name} {sig}"
+        if self.c_types is not None:  # as declared: "matmul<float, 16>(const float*, int)"
+            return f"{self.name}({', '.join(self.c_types)})"
         if self.params is not None:
             return f"{self.name}({', '.join(self.params)})"
         return self.name

@@ -94,6 +94,30 @@ def test_load_manifest_bad_json(tmp_path):
         load_manifest(str(tmp_path / "nope.json"))
 
 
+def _matmul_float(d):
+    """The kernel dict of matmul<float, 16> (it records its declared C types)."""
+    (lib,) = (x for x in d["libraries"] if x["name"] == "matmul")
+    kernel = lib["variants"][0]["modules"][0]["kernels"][0]
+    assert kernel["name"] == "matmul<float, 16>"
+    return kernel
+
+
+def test_declared_c_types_are_read_and_optional():
+    """Manifests record c_types where the compiler wrote them; older kernels lack them."""
+    m = parse_manifest(json.loads(dumps_manifest(built())))
+    kernels = {k.name: k for k in m.library("matmul").variants[0].modules[0].kernels}
+    assert kernels["matmul<float, 16>"].c_types == (
+        "const float*",
+        "const float*",
+        "float*",
+        "int",
+        "int",
+        "int",
+    )
+    assert kernels["matmul<double, 16>"].c_types is None
+    assert "c_types" not in kernels["matmul<double, 16>"].to_dict()
+
+
 def _broken(mutate):
     data = copy.deepcopy(built())
     mutate(data)
@@ -107,6 +131,8 @@ def _broken(mutate):
     [
         (lambda d: d.update(schema=2), "schema 2 is newer than this gpu_runtime"),
         (lambda d: d.update(schema="1"), "unsupported manifest schema"),
+        (lambda d: d.update(schema=True), "unsupported manifest schema true"),
+        (lambda d: d.update(schema=1.0), "unsupported manifest schema 1.0"),
         (lambda d: d.pop("bundle"), "bundle: missing"),
         (lambda d: d.update(driver="13"), 'driver: "13" is not a CUDA version'),
         (lambda d: d.update(capabilities=["90"]), "capabilities[0]"),
@@ -178,6 +204,15 @@ def _broken(mutate):
             ].update(layout="K"),
             "layout",
         ),
+        (
+            lambda d: _matmul_float(d).update(c_types=["int"]),
+            "kernels[0].c_types: 1 declared types for 6 PTX parameters",
+        ),
+        (
+            lambda d: _matmul_float(d).update(c_types=["int", 4, "", "x", "y", "z"]),
+            "kernels[0].c_types: expected a C type string, got 4",
+        ),
+        (lambda d: _matmul_float(d).update(c_types="int"), "c_types: expected array"),
         (lambda d: d["files"].update({"x/../../y": "0" * 64}), "contains '..'"),
         (lambda d: d["files"].update({"extra/file.ptx": "0" * 64}), "is not used by any module"),
         (lambda d: d["files"].update({next(iter(d["files"])): "BAD"}), "not a lowercase sha256"),
@@ -210,6 +245,22 @@ def test_validation_lists_every_problem():
 
     msg = _broken(mutate)
     assert "bundle: missing" in msg and "is absolute" in msg
+
+
+def test_a_huge_broken_manifest_gives_a_short_error():
+    """A generated or corrupted manifest can break a rule millions of times: the error lists the
+    first problems and counts the rest (a 28 MB manifest once gave a 17 MB error)."""
+
+    def mutate(d):
+        module = d["libraries"][0]["variants"][0]["modules"][0]
+        d["libraries"][0]["variants"][0]["modules"] = [
+            dict(module, ptx=f"/abs/{i}.ptx") for i in range(20_000)
+        ]
+        d["bundle"] = "x" * 5_000_000
+
+    msg = _broken(mutate)
+    assert len(msg) < 5_000, len(msg)
+    assert "more problem(s) like these" in msg and "is absolute" in msg
 
 
 def test_top_level_must_be_object():

@@ -23,7 +23,7 @@ from gpu_spec.versions import is_version
 def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
     """Validate a decoded manifest.json and return its `Manifest`.
 
-    Raises `ManifestError` listing every problem found (not just the first).
+    Raises `ManifestError` listing every problem found (not just the first), in one line.
     """
     if not isinstance(data, dict):
         raise ManifestError(
@@ -43,7 +43,8 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
         c, c.get(data, "bundle_files", dict, "", optional=True, default={}), "bundle_files"
     )
     if c.errors:
-        raise ManifestError(f"{origin} is invalid:\n  " + "\n  ".join(c.errors))
+        # One line (errors are one line each): the problems, separated by "; ".
+        raise ManifestError(f"{origin} is invalid: " + "; ".join(_listed(c.errors)))
     return Manifest(
         bundle=bundle or "",
         driver=driver or "",
@@ -55,8 +56,21 @@ def parse_manifest(data: Any, origin: str = "manifest") -> Manifest:
     )
 
 
+# Problems listed in one error: a hand-edited manifest has a few; a generated or corrupted one
+# can have millions (a 28 MB manifest once gave a 17 MB error), which helps nobody.
+MAX_LISTED_PROBLEMS = 20
+
+
+def _listed(errors: List[str]) -> List[str]:
+    if len(errors) <= MAX_LISTED_PROBLEMS:
+        return errors
+    more = len(errors) - MAX_LISTED_PROBLEMS
+    return [*errors[:MAX_LISTED_PROBLEMS], f"... and {more} more problem(s) like these"]
+
+
 def _check_schema(schema: Any, origin: str) -> None:
-    if schema == SCHEMA_VERSION:
+    # `true == 1` in Python: a bool is no schema number, whatever its value
+    if schema == SCHEMA_VERSION and type(schema) is int:
         return
     if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA_VERSION:
         raise ManifestError(

@@ -1,0 +1,115 @@
+"""Leaves build-only files out of the wheels in a zipapp PEX (stdlib only; runs in a Process).
+
+    strip_pex <in.pex> <out.pex> [--max-install-jobs N] <pattern>...
+
+Why: the wheels an app needs carry files only a build reads. cuda-bindings ships its Cython
+sources and the C++ generated from them (about 90 MB unpacked of its 106 MB); a device never
+compiles them. A PEX's first run writes every file of every wheel under PEX_ROOT, so those bytes
+cost the device disk, the first run's time and the bundle's transfer.
+
+A file of `.deps/<wheel>/` whose path inside the wheel matches a pattern (fnmatch, `*` crossing
+`/`) is left out; nothing else changes but each stripped wheel's fingerprint (in its
+`.layout.json` and PEX-INFO's `distributions`: the name of its directory under
+PEX_ROOT/installed_wheels), which becomes a new value derived from the old and the files left
+out, so the stripped wheel never fills the directory of the whole one, nor the reverse. The
+PEX's `pex_hash` (the name of its venv under PEX_ROOT) stays: pex bakes it into its boot code,
+which looks for the venv there before anything else (a changed hash in PEX-INFO alone made every
+run miss that venv and boot the slow way: 0.55 s instead of 0.12 s). Entries keep their order,
+names, dates and modes; the output is the same bytes for the same input. Prints one JSON line:
+{wheel: number of files left out}.
+
+`--max-install-jobs N` also sets PEX-INFO's `max_install_jobs` (what pex's own
+`--max-install-jobs` sets, which Pants' `pex_binary` does not offer): how many processes the
+PEX's first run uses to install its wheels under PEX_ROOT (-1: pex's heuristic, in parallel
+when the wheels average over 1 MB; 1: one at a time, pex's default).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import sys
+import zipfile
+from typing import Dict, List, Optional, Sequence
+
+DEPS = ".deps/"
+LAYOUT = ".layout.json"
+
+
+def wheel_and_path(name: str):
+    """(wheel, path inside it) of a `.deps/<wheel>/<path>` entry, else None."""
+    if not name.startswith(DEPS) or name.endswith("/"):
+        return None
+    parts = name[len(DEPS) :].split("/", 1)
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+def left_out(names: Sequence[str], patterns: Sequence[str]) -> Dict[str, List[str]]:
+    """{wheel: [paths inside it to leave out]}; pex's own `.layout.json` is always kept."""
+    out: Dict[str, List[str]] = {}
+    for name in names:
+        found = wheel_and_path(name)
+        if found and found[1] != LAYOUT and any(fnmatch.fnmatch(found[1], p) for p in patterns):
+            out.setdefault(found[0], []).append(found[1])
+    return out
+
+
+def new_fingerprint(old: str, removed: Sequence[str]) -> str:
+    text = "\n".join(["gpu_build strip_pex 1", old, *sorted(removed)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def strip(
+    src: str, dst: str, patterns: Sequence[str], max_install_jobs: Optional[int] = None
+) -> Dict[str, int]:
+    with open(src, "rb") as f:
+        zin = zipfile.ZipFile(f)
+        infos = zin.infolist()
+        removed = left_out([i.filename for i in infos], patterns)
+        pex_info = json.loads(zin.read("PEX-INFO"))
+        dists = pex_info.get("distributions", {})
+        unlisted = sorted(set(removed) - set(dists))
+        if unlisted:
+            raise SystemExit(f"{src}: PEX-INFO lists no fingerprint for {unlisted}")
+        renamed = {w: new_fingerprint(dists[w], paths) for w, paths in removed.items()}
+        dists.update(renamed)
+        if max_install_jobs is not None:
+            pex_info["max_install_jobs"] = max_install_jobs
+        f.seek(0)
+        prefix = f.read(min((i.header_offset for i in infos), default=0))  # the shebang line
+        drop = {f"{DEPS}{w}/{p}" for w, paths in removed.items() for p in paths}
+        os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
+        with open(dst, "wb") as out:
+            out.write(prefix)
+            with zipfile.ZipFile(out, "w") as zout:
+                for info in infos:
+                    if info.filename in drop:
+                        continue
+                    data = zin.read(info)
+                    if info.filename == "PEX-INFO":
+                        data = json.dumps(pex_info, sort_keys=True).encode()
+                    found = wheel_and_path(info.filename)
+                    if found and found[1] == LAYOUT and found[0] in renamed:
+                        layout = json.loads(data)
+                        layout["fingerprint"] = renamed[found[0]]
+                        data = json.dumps(layout, sort_keys=True).encode()
+                    zout.writestr(info, data, compress_type=info.compress_type)
+    return {w: len(paths) for w, paths in sorted(removed.items())}
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    src, dst, rest = argv[0], argv[1], list(argv[2:])
+    jobs = None
+    if rest[:1] == ["--max-install-jobs"] and len(rest) >= 2:
+        jobs, rest = int(rest[1]), rest[2:]
+    print(json.dumps(strip(src, dst, rest, jobs), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,116 @@
+"""strip_pex on a synthetic zipapp PEX laid out as pex writes one (a shebang line, PEX-INFO,
+`.deps/<wheel>/` chroots with their `.layout.json`); deploy_bundle_integration_test runs the
+real stripped app PEX of a bundle."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from gpu_build.scripts.strip_pex import main, new_fingerprint, strip
+
+WHEEL = "cuda_bindings-12.9.4-cp312-cp312-manylinux_2_28_x86_64.whl"
+PURE = "cuda_pathfinder-1.8.3-py3-none-any.whl"
+SHEBANG = b"#!/usr/bin/env python3.12\n"
+PATTERNS = ["*.pyx", "*.pxd", "*.cpp"]
+
+
+def layout(fingerprint: str) -> bytes:
+    return json.dumps({"fingerprint": fingerprint, "stash_dir": ".prefix"}).encode()
+
+
+def write_pex(path: Path) -> None:
+    info = {"pex_hash": "a" * 40, "distributions": {WHEEL: "f" * 64, PURE: "e" * 64}}
+    entries = [
+        ("__main__.py", b"# pex bootstrap\n"),
+        ("PEX-INFO", json.dumps(info).encode()),
+        (".deps/", b""),
+        (f".deps/{WHEEL}/", b""),
+        (f".deps/{WHEEL}/.layout.json", layout("f" * 64)),
+        (f".deps/{WHEEL}/cuda/bindings/driver.cpython-312-x86_64-linux-gnu.so", b"\x7fELF" * 64),
+        (f".deps/{WHEEL}/cuda/bindings/driver.pyx", b"# cython source\n" * 100),
+        (f".deps/{WHEEL}/cuda/bindings/driver.cpp", b"// generated\n" * 1000),
+        (f".deps/{WHEEL}/cuda/bindings/cydriver.pxd", b"cdef extern\n"),
+        (f".deps/{PURE}/.layout.json", layout("e" * 64)),
+        (f".deps/{PURE}/cuda/pathfinder/__init__.py", b"x = 1\n"),
+        ("imaging/app.pyx", b"# not in a wheel: the app's own files are kept\n"),
+    ]
+    with open(path, "wb") as f:
+        f.write(SHEBANG)
+        with zipfile.ZipFile(f, "w") as z:
+            for name, data in entries:
+                info_ = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info_.external_attr = (0o40755 if name.endswith("/") else 0o100644) << 16
+                z.writestr(info_, data, compress_type=zipfile.ZIP_DEFLATED)
+
+
+@pytest.fixture
+def pex(tmp_path: Path) -> Path:
+    path = tmp_path / "in" / "app.pex"
+    path.parent.mkdir()
+    write_pex(path)
+    return path
+
+
+def test_build_only_files_of_wheels_are_left_out_and_the_rest_kept_as_it_was(pex, tmp_path):
+    out = tmp_path / "out" / "app.pex"
+    assert strip(str(pex), str(out), PATTERNS) == {WHEEL: 3}
+    assert out.read_bytes().startswith(SHEBANG)
+    before, after = zipfile.ZipFile(pex), zipfile.ZipFile(out)
+    names = [i.filename for i in after.infolist()]
+    assert names == [
+        n for n in before.namelist() if not n.endswith((".pyx", ".cpp", ".pxd")) or "deps" not in n
+    ]
+    assert "imaging/app.pyx" in names
+    for name in names:
+        if name not in ("PEX-INFO", f".deps/{WHEEL}/.layout.json"):
+            assert after.read(name) == before.read(name), name
+            b, a = before.getinfo(name), after.getinfo(name)
+            assert (a.date_time, a.external_attr, a.compress_type) == (
+                b.date_time,
+                b.external_attr,
+                b.compress_type,
+            )
+
+
+def test_a_stripped_wheel_gets_a_new_fingerprint_and_the_pex_keeps_its_hash(pex, tmp_path):
+    out = tmp_path / "stripped.pex"
+    strip(str(pex), str(out), PATTERNS)
+    z = zipfile.ZipFile(out)
+    info = json.loads(z.read("PEX-INFO"))
+    removed = ["cuda/bindings/cydriver.pxd", "cuda/bindings/driver.cpp", "cuda/bindings/driver.pyx"]
+    assert info["distributions"][WHEEL] == new_fingerprint("f" * 64, removed) != "f" * 64
+    assert info["distributions"][PURE] == "e" * 64  # nothing left out: the same directory
+    assert json.loads(z.read(f".deps/{WHEEL}/.layout.json"))["fingerprint"] == (
+        info["distributions"][WHEEL]
+    )
+    assert info["pex_hash"] == "a" * 40  # pex's boot code looks for the venv by this hash too
+    assert z.read("__main__.py") == b"# pex bootstrap\n"
+
+
+def test_the_same_input_gives_the_same_bytes_and_no_pattern_changes_nothing(pex, tmp_path):
+    one, two, same = tmp_path / "1.pex", tmp_path / "2.pex", tmp_path / "same.pex"
+    strip(str(pex), str(one), PATTERNS)
+    strip(str(pex), str(two), PATTERNS)
+    assert one.read_bytes() == two.read_bytes()
+    assert strip(str(pex), str(same), ["*.nothing"]) == {}
+    z = zipfile.ZipFile(same)
+    assert json.loads(z.read("PEX-INFO"))["pex_hash"] == "a" * 40
+    assert z.namelist() == zipfile.ZipFile(pex).namelist()
+
+
+def test_max_install_jobs_is_set_in_pex_info(pex, tmp_path):
+    out = tmp_path / "stripped.pex"
+    assert main([str(pex), str(out), "--max-install-jobs", "-1", *PATTERNS]) == 0
+    info = json.loads(zipfile.ZipFile(out).read("PEX-INFO"))
+    assert info["max_install_jobs"] == -1 and info["distributions"][WHEEL] != "f" * 64
+    strip(str(pex), str(out), PATTERNS)  # not given: pex's value (here none) is kept
+    assert "max_install_jobs" not in json.loads(zipfile.ZipFile(out).read("PEX-INFO"))
+
+
+def test_usage_without_arguments(capsys):
+    assert main([]) == 2
+    assert "strip_pex <in.pex> <out.pex>" in capsys.readouterr().err

@@ -1,0 +1,168 @@
+"""The bundle's launcher: `<bundle>/app` runs `app.pex` from pex's own venv of it, directly.
+
+Why: `python3 app.pex` (a venv-mode PEX) runs pex's bootstrap in one interpreter only to find
+the venv pex installed under PEX_ROOT, then starts a second interpreter there: about 0.15 s
+before the app's first line on the H200 (0.57 s against 0.39 s to a CUDA context; 0.14 s
+against 0.03 s for an empty program on the build machine). Pex's own answer, `--sh-boot`,
+cannot help a bundle: for a PEX built for complete platforms, with no interpreter constraints,
+pex keys the venv by the interpreter that runs it (and by the build's PEX_PYTHON_PATH), which
+the build cannot know, so the preamble never finds it.
+
+The launcher is a POSIX sh script. On its first run it checks `app.pex` against the sha256 it
+was built with, runs it once the usual way (pex unpacks it and makes its venv under PEX_ROOT,
+as `python3 app.pex` would) to ask where that venv is, and records it as a symlink
+`$GPU_BUNDLE_VENVS/<sha256>` (default `${XDG_CACHE_HOME:-~/.cache}/gpu_bundle/venvs`), put in
+place by an atomic rename, so two first runs at once leave one link to the one venv. Every run
+then execs that venv's interpreter on its `pex` entry point, as pex's sh-boot does, with `PEX`
+set to `app.pex` so that gpu_runtime finds `cache/` beside it. A cleaned PEX_ROOT leaves a
+dangling link, and the next run records the venv anew; where no link can be made, the launcher
+warns and runs `app.pex` itself. Only a venv-mode PEX (`execution_mode="venv"`) has a venv to
+start, so deploy_bundle writes a launcher only for one.
+
+The launcher also starts CUDA before the app's first line (`deploy_bundle`'s
+`init_cuda_at_start`, on by default; `GPU_BUNDLE_INIT_CUDA=0|1` on the device overrides it). The
+venv's interpreter runs `_BOOT` first, which starts a thread that calls cuInit and retains device
+0's primary context, then runs the venv's `pex` script as the interpreter would have. Why: on the
+H200 the driver's set-up is about 0.25 s and the app's imports (numpy, gpu_runtime) 0.1-0.13 s;
+cuda.bindings releases the GIL inside both driver calls, so the two overlap instead of adding up.
+Nothing needs to hand the context over: the driver serialises cuInit and keeps one primary
+context per device, so gpu_runtime's own cuInit and cuDevicePrimaryCtxRetain later return at
+once with the same context (or wait for the thread's call to finish). A failure in the thread is
+ignored: gpu_runtime's first use meets it again and reports it. The thread is not a daemon, so a
+process that ends early still waits for the driver call to return before it exits. It also puts
+its pid in `GPU_BUNDLE_CUDA_INIT_PID`, so that gpu_runtime can explain the error of a forked
+child (`gpu_runtime.driver.device`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pants.backend.python.target_types import PexExecutionMode, PexExecutionModeField
+from pants.engine.target import Target
+
+from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV
+
+# Exit status of a launcher whose app.pex is not the one it was built with (app.py's "gpu_runtime
+# could not run" status: the bundle is damaged, nothing ran).
+TAMPERED_EXIT = 2
+
+
+# Run by the venv's interpreter as `-c`, with argv `<venv>/pex <app args>` (see the docstring).
+# No single quotes: the script holds it in a single-quoted sh string.
+_BOOT = """\
+import os, sys
+want = os.environ.get("{env}", "{default}")
+if want not in ("0", "1"):
+    print(f"warning: {env}={{want}} is neither 0 nor 1; using {default}", file=sys.stderr)
+    want = "{default}"
+if want == "1":
+    import threading
+
+    def init_cuda():
+        try:
+            from cuda.bindings import driver
+            if int(driver.cuInit(0)[0]) == 0:
+                err, dev = driver.cuDeviceGet(0)
+                if int(err) == 0:
+                    driver.cuDevicePrimaryCtxRetain(dev)
+        except Exception:
+            pass  # gpu_runtime meets it again on first use, and says what it is
+
+    os.environ["{pid_env}"] = str(os.getpid())
+    threading.Thread(target=init_cuda, name="gpu_bundle: CUDA init").start()
+script = sys.argv[1]
+del sys.argv[0]
+sys.path[0] = os.path.dirname(script)  # as for `python script`
+import runpy
+runpy.run_path(script, run_name="__main__")
+"""
+
+_SCRIPT = """\
+#!/bin/sh
+# Runs {pex} of this bundle from pex's own venv of it (made under PEX_ROOT by its first run),
+# starting the venv's interpreter directly: one interpreter start, no PEX bootstrap (see
+# gpu_build/util_rules/bundle_launcher.py). Settings:
+#   GPU_BUNDLE_PYTHON     the interpreter (default: python3)
+#   GPU_BUNDLE_VENVS      where the link to the venv is kept
+#                         (default: ${{XDG_CACHE_HOME:-~/.cache}}/gpu_bundle/venvs)
+#   {init_env}  1: start CUDA (cuInit, device 0's primary context) in a thread
+#                         before the app's first line; 0: leave it to the app (default: {init})
+set -eu
+bundle=$(cd "$(dirname "$0")" && pwd)
+pex="$bundle/{pex}"
+python="${{GPU_BUNDLE_PYTHON:-python3}}"
+venvs="${{GPU_BUNDLE_VENVS:-${{XDG_CACHE_HOME:-$HOME/.cache}}/gpu_bundle/venvs}}"
+venv="$venvs/{sha256}"
+if [ ! -f "$venv/pex" ]; then
+    status=0
+    "$python" - "$pex" "$venv" {sha256} <<'INSTALL' || status=$?
+import hashlib, os, subprocess, sys
+pex, venv, want = sys.argv[1:4]
+digest = hashlib.sha256()
+with open(pex, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+        digest.update(block)
+if digest.hexdigest() != want:
+    print(f"error: {{pex}} has sha256 {{digest.hexdigest()}}, not {{want}} as this bundle was "
+          "built: it is damaged or was altered. Copy the bundle again; "
+          "`python3 -m gpu_runtime verify` on it names what differs.", file=sys.stderr)
+    sys.exit({tampered})
+env = {{k: v for k, v in os.environ.items() if k not in ("PEX_MODULE", "PEX_SCRIPT")}}
+env["PEX_INTERPRETER"] = "1"
+asked = subprocess.run([sys.executable, pex, "-c", "import sys; print(sys.prefix)"], env=env,
+                       check=True, stdout=subprocess.PIPE, text=True)
+prefix = asked.stdout.strip().splitlines()[-1]
+if not os.path.isfile(os.path.join(prefix, "pex")):
+    sys.exit(f"{{pex}} did not run from a venv (its sys.prefix is {{prefix}})")
+os.makedirs(os.path.dirname(venv), exist_ok=True)
+link = f"{{venv}}.{{os.getpid()}}"
+os.symlink(prefix, link)
+os.replace(link, venv)
+INSTALL
+    if [ "$status" -eq {tampered} ]; then
+        exit {tampered}
+    fi
+    if [ "$status" -ne 0 ]; then
+        echo "warning: could not find or record the venv of $pex; running the PEX itself" >&2
+        exec "$python" "$pex" "$@"
+    fi
+fi
+export PEX="$pex"
+exec "$venv/bin/python" -sE -c '{boot}' "$venv/pex" "$@"
+"""
+
+
+def is_venv_mode(binary: Target) -> bool:
+    """Whether the `pex_binary` runs from a venv (the only kind of PEX a launcher can start)."""
+    return binary[PexExecutionModeField].value == PexExecutionMode.VENV.value
+
+
+def launcher_name(pex_filename: str) -> str:
+    """`app.pex` -> `app`: the launcher sits beside the PEX under the binary's name."""
+    return pex_filename[: -len(".pex")] if pex_filename.endswith(".pex") else f"{pex_filename}.run"
+
+
+def launcher_script(pex_filename: str, pex_sha256: str, init_cuda: bool = True) -> bytes:
+    """The launcher of the PEX `pex_filename` (in the bundle's top directory) of this sha256;
+    `init_cuda`: whether it starts CUDA before the app by default (see the module docstring)."""
+    if len(pex_sha256) != 64 or any(c not in "0123456789abcdef" for c in pex_sha256):
+        raise ValueError(f"not a sha256 hex digest: {pex_sha256!r}")
+    if "/" in pex_filename or "'" in pex_filename or '"' in pex_filename:
+        raise ValueError(f"not a plain PEX file name: {pex_filename!r}")
+    default = "1" if init_cuda else "0"
+    boot = _BOOT.format(env=INIT_CUDA_ENV, pid_env=INIT_CUDA_PID_ENV, default=default)
+    assert "'" not in boot, "the boot code sits in a single-quoted sh string"
+    script = _SCRIPT.format(
+        pex=pex_filename,
+        sha256=pex_sha256,
+        tampered=TAMPERED_EXIT,
+        boot=boot,
+        init_env=INIT_CUDA_ENV,
+        init=default,
+    )
+    return script.encode()
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,64 @@
+"""The app PEX's stripping process, built purely and asserted without the engine (as Pants' own
+docker_binary_test does); scripts/strip_pex_test.py tests what it runs."""
+
+from __future__ import annotations
+
+import types
+from pathlib import PurePath
+
+import pytest
+from pants.backend.python.util_rules.pex import Script, VenvPex
+from pants.engine.fs import Digest
+from pants.util.frozendict import FrozenDict
+
+from gpu_build.subsystems.bundle import DEFAULT_STRIP
+from gpu_build.util_rules.bundle_pex import OUT_DIR, pinned_keys_source, strip_process
+from gpu_spec.signature import SignatureFormatError, pinned_keys_of
+
+
+def test_strip_process_reads_the_pex_and_writes_it_under_its_own_directory() -> None:
+    tool = VenvPex(
+        digest=Digest("1" * 64, 100),
+        append_only_caches=None,
+        pex_filename="gpu_bundle_strip_pex.pex",
+        pex=Script(PurePath("gpu_bundle_strip_pex.pex_pex_shim.sh")),
+        python=Script(PurePath("gpu_bundle_strip_pex.pex_python_shim.sh")),
+        bin=FrozenDict(),
+        venv_rel_dir="venvs/abc",
+    )
+    pex = Digest("2" * 64, 300)
+    process = strip_process(
+        tool, pex, "imaging_h200/app.pex", DEFAULT_STRIP, -1, "src/python/imaging:imaging_h200"
+    )
+    assert process.venv_pex is tool and process.input_digest is pex
+    assert process.argv == (
+        "imaging_h200/app.pex",
+        "__stripped/imaging_h200/app.pex",
+        "--max-install-jobs",
+        "-1",
+        "*.pyx",
+        "*.pxd",
+        "*.pxi",
+        "*.c",
+        "*.cpp",
+    )
+    assert process.output_directories == (OUT_DIR,) and process.output_files is None
+    assert process.description == (
+        "Leave build-only files out of the wheels in imaging_h200/app.pex "
+        "(src/python/imaging:imaging_h200)"
+    )
+
+
+def test_pinned_keys_are_a_module_of_the_app_that_the_runtime_reads_back() -> None:
+    keys = ("ab" * 32, "0123456789abcdef" * 4)
+    source = pinned_keys_source(keys)
+    assert source.path == "gpu_bundle_pinned_keys.py" and not source.is_executable
+    module = types.ModuleType("gpu_bundle_pinned_keys")
+    exec(compile(source.content, source.path, "exec"), module.__dict__)
+    assert pinned_keys_of(module, source.path) == tuple(bytes.fromhex(k) for k in keys)
+    assert pinned_keys_source(keys).content == source.content  # the same bytes every build
+
+
+def test_a_pinned_key_that_is_not_one_is_refused() -> None:
+    with pytest.raises(SignatureFormatError, match="not an ed25519 public key"):
+        pinned_keys_source(["'); import os; os.system('true'); ('"])

@@ -1,0 +1,114 @@
+"""A child forked after CUDA started gets an error that says so and what to do, not a bare
+CUDA_ERROR_NOT_INITIALIZED; one forked before CUDA started gets the plain error.
+
+A fake driver stands in for cuda.bindings: it succeeds in the parent and, in a forked child,
+answers CUDA_ERROR_NOT_INITIALIZED (3) as the real driver does there. The children are real
+`os.fork()` children, so the at-fork hooks `gpu_runtime.driver.device` registers are what runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gpu_runtime.driver import device
+from gpu_runtime.errors import DeviceError
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+
+
+class FakeDriver:
+    """The driver calls `ensure_context` makes; every call fails with `status` once set."""
+
+    def __init__(self) -> None:
+        self.status = 0
+
+    def _answer(self, *value):
+        return (self.status, *value) if value else (self.status,)
+
+    def cuInit(self, flags):
+        return self._answer()
+
+    def cuCtxGetCurrent(self):
+        return self._answer(None)
+
+    def cuDeviceGet(self, ordinal):
+        return self._answer(ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self._answer(0xC0)
+
+    def cuCtxSetCurrent(self, ctx):
+        return self._answer()
+
+    def cuGetErrorName(self, err):
+        return (0, b"CUDA_ERROR_NOT_INITIALIZED" if int(err) == 3 else b"CUDA_ERROR_UNKNOWN")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    driver = FakeDriver()
+    monkeypatch.setattr(device, "driver_api", lambda: driver)
+    monkeypatch.setattr(device, "_primary", {})
+    monkeypatch.setattr(device, "_current", device.threading.local())
+    monkeypatch.setattr(device, "_fork_parent", None)
+    monkeypatch.delenv(device.INIT_CUDA_PID_ENV, raising=False)
+    return driver
+
+
+def error_in_forked_child(driver: FakeDriver) -> str:
+    """Fork; in the child, the driver fails as it does after a fork and `ensure_context` is
+    called: return the child's error message ("" if it raised none)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave without running pytest's teardown
+        try:
+            os.close(read)
+            driver.status = 3
+            try:
+                device.ensure_context(0)
+                text = ""
+            except DeviceError as e:
+                text = str(e)
+            os.write(write, text.encode() or b"-")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        text = f.read().decode()
+    os.waitpid(pid, 0)
+    return "" if text == "-" else text
+
+
+def test_a_child_forked_after_gpu_runtime_started_cuda_is_told_why_and_what_to_do(fake) -> None:
+    assert device.ensure_context(0) == 0  # CUDA started in this (the parent) process
+    text = error_in_forked_child(fake)
+    assert "CUDA_ERROR_NOT_INITIALIZED (3)" in text
+    assert f"forked from process {os.getpid()}" in text
+    assert "'spawn'" in text and "init_cuda_at_start=False" in text
+    assert "Is the NVIDIA driver installed" not in text  # the cause is known: no guessing
+
+
+def test_a_child_forked_after_the_launcher_started_cuda_is_told_too(fake, monkeypatch) -> None:
+    monkeypatch.setenv(device.INIT_CUDA_PID_ENV, str(os.getpid()))  # as the launcher sets
+    text = error_in_forked_child(fake)  # gpu_runtime itself had not touched CUDA here
+    assert f"forked from process {os.getpid()}" in text and "GPU_BUNDLE_INIT_CUDA=0" in text
+
+
+def test_a_child_forked_before_cuda_started_gets_the_plain_error(fake) -> None:
+    text = error_in_forked_child(fake)
+    assert "CUDA_ERROR_NOT_INITIALIZED (3)" in text and "forked" not in text
+    assert "Is the NVIDIA driver installed" in text
+
+
+def test_the_launchers_pid_names_the_parent_when_gpu_runtime_was_not_imported_there(
+    fake, monkeypatch
+) -> None:
+    # No at-fork hook ran (gpu_runtime was first imported in the child): the variable the
+    # launcher set in the parent, equal to our parent's pid, is the evidence.
+    monkeypatch.setenv(device.INIT_CUDA_PID_ENV, str(os.getppid()))
+    assert f"forked from process {os.getppid()}" in device._fork_hint(3)
+    assert device._fork_hint(201) == ""  # only CUDA_ERROR_NOT_INITIALIZED means that
+    monkeypatch.setenv(device.INIT_CUDA_PID_ENV, str(os.getpid() + 1 + os.getppid()))
+    assert device._fork_hint(3) == ""  # another process's launcher: not our cause

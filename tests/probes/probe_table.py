@@ -1,0 +1,60 @@
+"""The seams probe suite's table: each probe is held, refused with a clear error, or a finding.
+
+A probe tries one bad input or fault at a seam (sandbox, trust, reproducibility, deploy, JIT
+cache, the runtime's inputs) and returns what happened, in one line:
+- "held: <what stayed true>": the bad thing could not happen;
+- "refused: <the one-line error the user saw>": it was refused with a clear error.
+Anything else (a traceback, a wrong result, an error of many lines) is a finding, and fails the
+test that ran it. Each `*_probes_test.py` runs its class's probes with `run_probes`, which prints
+the table and records each row as a property of the test (conftest.py), so that the JUnit report
+carries it: `.ci/run` prints every class's table from there (`.ci/test_summary.py`).
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable, List, Sequence, Tuple
+
+Probe = Callable[[], str]
+Row = Tuple[str, str, str]
+PROPERTY = "probe"  # the JUnit property of one row: "<probe> | <class> | <result>"
+CURRENT_NODE: Any = None  # the running pytest item (conftest.py), None outside pytest
+
+
+def held(what: str) -> str:
+    return f"held: {what}"
+
+
+def refused(error: object) -> str:
+    """A refusal, by the error's text: it must be one line (a multi-line error is a finding)."""
+    text = str(error).strip()
+    if not text or "\n" in text or "Traceback" in text:
+        return f"FINDING: unclear error: {text!r}"
+    return f"refused: {text}"
+
+
+def run_probes(probe_class: str, probes: Sequence[Tuple[str, Probe]]) -> List[Row]:
+    """Runs each probe (a crash in one is that probe's finding), prints the table, returns rows."""
+    rows: List[Row] = []
+    for name, probe in probes:
+        try:
+            result = probe()
+        except Exception:  # a probe that crashes is a finding, not a crash of the suite
+            result = "FINDING: crashed: " + traceback.format_exc(limit=3).strip().splitlines()[-1]
+        rows.append((name, probe_class, result))
+    print_table(rows)
+    if CURRENT_NODE is not None:
+        CURRENT_NODE.user_properties.extend((PROPERTY, " | ".join(row)) for row in rows)
+    return rows
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    width = max([len(name) for name, _, _ in rows] + [5])
+    print(f"\n{'probe'.ljust(width)} | class | result")
+    for name, probe_class, result in rows:
+        print(f"{name.ljust(width)} | {probe_class} | {result}")
+
+
+def findings(rows: Sequence[Row]) -> List[Row]:
+    """The rows that neither held nor were refused clearly."""
+    return [r for r in rows if not r[2].startswith(("held: ", "refused: "))]

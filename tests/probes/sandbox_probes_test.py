@@ -1,0 +1,259 @@
+"""Probes of the compile sandbox: a hostile kernel tries to read the build machine.
+
+Each probe lays out a sandbox (``repo/``, the working directory, as in a Pants process) and a
+directory beside it (``outside/``) standing in for the host: a header defining ``VAL`` as
+``MARK``, a file holding ``MARK``, a module setting ``V = MARK``. The kernel then tries one way
+to get ``MARK`` into its outputs, compiled as the Pants rule runs it (``python -m gpu_compiler
+compile`` in a subprocess, cwd = the sandbox). It must be refused with one clear line, or
+compile with ``MARK`` nowhere in its outputs (held).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Callable, List, Sequence, Tuple
+
+from probe_table import findings, held, refused, run_probes
+
+MARK = "913377"  # an integer and a float literal alike; in no toolchain's PTX by chance
+KERNEL_CU = 'extern "C" __global__ void k(int* o) { *o = VAL; }\n'
+KERNEL_PY = """
+from numba import cuda
+
+
+@cuda.jit("void(float32[::1])")
+def k(a):
+    a[0] = V
+"""
+EXAMPLES = ("src/python/imaging/kernels", "src/python/numba_docs/kernels")
+# The example kernels that need flags, as their BUILD files give them.
+EXAMPLE_FLAGS = {
+    "matmul.cu": ["--include-dir", "src/python/imaging/kernels"]
+    + ["--name-expression", "matmul<float, 16>"],
+}
+
+
+def _code_roots() -> List[str]:
+    """The directories holding gpu_compiler and gpu_spec, for the compile's PYTHONPATH."""
+    import gpu_compiler
+    import gpu_spec
+
+    return [os.path.dirname(os.path.dirname(str(m.__file__))) for m in (gpu_compiler, gpu_spec)]
+
+
+def _write(path: str, text: str) -> str:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+class Lab:
+    """A temporary ``repo/`` (the sandbox) and ``outside/`` (the host) beside it."""
+
+    def __init__(self, top: str):
+        self.repo = os.path.join(top, "repo")
+        self.outside = os.path.join(top, "outside")
+        os.makedirs(self.repo)
+        _write(os.path.join(self.outside, "host.cuh"), "#pragma once\n#define VAL %s\n" % MARK)
+        _write(os.path.join(self.outside, "secret.txt"), MARK + "\n")
+        _write(os.path.join(self.outside, "vendmod.py"), "V = %s.0\n" % MARK)
+
+    def host(self, name: str) -> str:
+        return os.path.join(self.outside, name)
+
+    def source(self, rel: str, text: str) -> str:
+        _write(os.path.join(self.repo, rel), text)
+        return rel
+
+    def compile(self, source: str, *flags: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_HOME")}
+        env["PYTHONPATH"] = os.pathsep.join(_code_roots())
+        argv = ["compile", "--source", source, "--capability", "sm_90", "--out-dir", "out"]
+        return subprocess.run(
+            [sys.executable, "-m", "gpu_compiler", *argv, *flags],
+            cwd=self.repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            universal_newlines=True,
+        )
+
+    def outputs_hold_mark(self) -> bool:
+        for dirpath, _, names in os.walk(os.path.join(self.repo, "out")):
+            for n in names:
+                with open(os.path.join(dirpath, n), "rb") as f:
+                    if MARK.encode() in f.read():
+                        return True
+        return False
+
+    def verdict(self, source: str, *flags: str) -> str:
+        """refused (exit 1, the one line it printed) or held (exit 0, MARK not in the outputs)."""
+        p = self.compile(source, *flags)
+        if p.returncode == 1:
+            if os.path.exists(os.path.join(self.repo, "out")):
+                return "FINDING: refused, yet wrote outputs"
+            return refused(p.stderr)
+        if p.returncode == 0:
+            if self.outputs_hold_mark():
+                return "FINDING: the host's value reached the outputs"
+            return held("compiled; the host's value is not in the outputs")
+        return "FINDING: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
+
+
+def _probe(build: Callable[[Lab], Tuple[str, Sequence[str]]]) -> Callable[[], str]:
+    def run() -> str:
+        top = tempfile.mkdtemp(prefix="sandbox-probe-")
+        try:
+            lab = Lab(top)
+            source, flags = build(lab)
+            return lab.verdict(source, *flags)
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+
+    return run
+
+
+def _cu(directive: Callable[[Lab], str]) -> Callable[[], str]:
+    return _probe(lambda lab: (lab.source("k/k.cu", directive(lab) + KERNEL_CU), []))
+
+
+def _py(head: Callable[[Lab], str]) -> Callable[[], str]:
+    return _probe(lambda lab: (lab.source("k/k.py", head(lab) + KERNEL_PY), ["--sys-path", "."]))
+
+
+def _symlinked(lab: Lab) -> Tuple[str, Sequence[str]]:
+    os.makedirs(os.path.join(lab.repo, "k"))
+    os.symlink(lab.outside, os.path.join(lab.repo, "k", "vendor"))
+    return lab.source("k/k.cu", '#include "vendor/host.cuh"\n' + KERNEL_CU), []
+
+
+def _examples() -> str:
+    """Every example kernel compiles under the sandbox, from a sandbox holding only them."""
+    top = tempfile.mkdtemp(prefix="sandbox-probe-")
+    try:
+        lab = Lab(top)
+        sources = []
+        for d in EXAMPLES:
+            shutil.copytree(d, os.path.join(lab.repo, d))
+            sources += sorted(
+                os.path.join(d, n) for n in os.listdir(d) if n.endswith((".py", ".cu"))
+            )
+        sources = [s for s in sources if not os.path.basename(s).startswith("_")]
+        for s in sources:
+            p = lab.compile(
+                s, "--sys-path", "src/python", *EXAMPLE_FLAGS.get(os.path.basename(s), [])
+            )
+            if p.returncode != 0 or p.stderr.strip().startswith("gpu_compiler: warning"):
+                return "FINDING: %s did not compile: %s" % (s, p.stderr.strip()[-300:])
+            shutil.rmtree(os.path.join(lab.repo, "out"))
+        return held("all %d example kernels compiled for sm_90 under the OS sandbox" % len(sources))
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+PROBES = [
+    ("include: absolute", _cu(lambda lab: '#include "%s"\n' % lab.host("host.cuh"))),
+    (
+        "include: comment between # and include",
+        _cu(lambda lab: '#/* c */include "%s"\n' % lab.host("host.cuh")),
+    ),
+    (
+        "include: backslash-newline in the directive",
+        _cu(lambda lab: '#inc\\\nlude "%s"\n' % lab.host("host.cuh")),
+    ),
+    ("include: digraph %:include", _cu(lambda lab: '%%:include "%s"\n' % lab.host("host.cuh"))),
+    ("include: a macro", _cu(lambda lab: '#define H "%s"\n#include H\n' % lab.host("host.cuh"))),
+    (
+        "include: a macro behind a comment",
+        _cu(lambda lab: '#define H "%s"\n# /**/ include H\n' % lab.host("host.cuh")),
+    ),
+    (
+        "__has_include of a host header",
+        _cu(
+            lambda lab: '#if __has_include("%s")\n#include "%s"\n#else\n#define VAL 1\n#endif\n'
+            % (lab.host("host.cuh"), lab.host("host.cuh"))
+        ),
+    ),
+    (
+        "__has_include behind a backslash-newline",
+        _cu(
+            lambda lab: '#if __has_inc\\\nlude("%s")\n#define VAL %s\n#else\n#define VAL 1\n'
+            "#endif\n" % (lab.host("host.cuh"), MARK)
+        ),
+    ),
+    ("include: symlink in the sandbox pointing out", _probe(_symlinked)),
+    ("include: ../ out of the sandbox", _cu(lambda lab: '#include "../../outside/host.cuh"\n')),
+    (
+        "include: ../ behind a comment",
+        _cu(lambda lab: '#/**/include "../../outside/host.cuh"\n'),
+    ),
+    (
+        "numba: os.listdir of a host dir",
+        _py(lambda lab: "import os\n\nV = float(len(os.listdir(%r)) + %s)\n" % (lab.outside, MARK)),
+    ),
+    (
+        "numba: open a host file",
+        _py(lambda lab: "V = float(open(%r).read())\n" % lab.host("secret.txt")),
+    ),
+    (
+        "numba: ctypes libc open",
+        _py(
+            lambda lab: "import ctypes\nimport os\n\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "fd = libc.open(%r.encode(), 0)\nif fd < 0:\n    e = ctypes.get_errno()\n"
+            "    raise OSError(e, os.strerror(e), %r)\nbuf = ctypes.create_string_buffer(64)\n"
+            "libc.read(fd, buf, 64)\nV = float(buf.value)\n"
+            % (lab.host("secret.txt"), lab.host("secret.txt"))
+        ),
+    ),
+    (
+        "numba: ctypes libc open, failure swallowed",
+        _py(
+            lambda lab: "import ctypes\n\nlibc = ctypes.CDLL(None)\n"
+            "buf = ctypes.create_string_buffer(64)\n"
+            "libc.read(libc.open(%r.encode(), 0), buf, 64)\nV = float(buf.value or b'1')\n"
+            % lab.host("secret.txt")
+        ),
+    ),
+    (
+        "numba: child process cat",
+        _py(
+            lambda lab: "import subprocess\n\nV = float(subprocess.check_output(['cat', %r]))\n"
+            % lab.host("secret.txt")
+        ),
+    ),
+    (
+        "numba: child process, failure swallowed",
+        _py(
+            lambda lab: "import subprocess\n\ntry:\n"
+            "    V = float(subprocess.check_output(['/bin/sh', '-c', 'cat %s']))\n"
+            "except Exception:\n    V = 1.0\n" % lab.host("secret.txt")
+        ),
+    ),
+    (
+        "numba: importlib of a host file",
+        _py(
+            lambda lab: "import importlib.util\n\n"
+            "spec = importlib.util.spec_from_file_location('vendmod', %r)\n"
+            "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nV = m.V\n"
+            % lab.host("vendmod.py")
+        ),
+    ),
+    (
+        "numba: sys.path entry on the host",
+        _py(
+            lambda lab: "import sys\n\nsys.path.insert(0, %r)\nfrom vendmod import V  # noqa\n"
+            % lab.outside
+        ),
+    ),
+    ("example kernels still compile", _examples),
+]
+
+
+def test_sandbox_probes() -> None:
+    rows = run_probes("sandbox", PROBES)
+    assert findings(rows) == []

@@ -1,0 +1,301 @@
+"""Trust probes: every byte a trusted bundle loads is covered by its signature, or refused.
+
+Signed bundles are written on disk with gpu_spec's fixtures and a fake GPU (`FakeBackend`); the
+app's pinned keys are the generated module the plugin puts into the app PEX, put on `sys.path`.
+Each probe tries one way around the signature (a JIT fallback, the environment, `verify`
+without a key, a path out of cache/) and reports what the runtime and `verify` did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from typing import Callable, Iterator, List, Tuple
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+import gpu_runtime
+from gpu_runtime.bundle.trust_test import pin_keys, public_hex, rehash_tampered_cubin, sign
+from gpu_runtime.cli.commands import main
+from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
+from gpu_runtime.errors import GpuRuntimeError
+from gpu_runtime.jit import cache_test as jit
+from gpu_spec.manifest.model import MANIFEST_NAME
+from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
+from probe_table import findings, held, refused, run_probes
+
+CUBIN = "saxpy/cuda13/sm_90/saxpy__0.cubin"
+SM90 = "saxpy/cuda13/sm_90"
+
+
+class Lab:
+    """A fresh directory, environment and `sys.path` per probe; a bundle signed by `key`,
+    which the app pins."""
+
+    def __init__(self, tmp: str, mp: pytest.MonkeyPatch) -> None:
+        self.tmp, self.mp = tmp, mp
+        self.key = Ed25519PrivateKey.generate()
+        self.attacker = Ed25519PrivateKey.generate()
+        for var in (PINNED_KEYS_ENV, TRUSTED_KEYS_ENV, "GPU_RUNTIME_STRICT"):
+            mp.delenv(var, raising=False)
+        mp.setenv("GPU_RUNTIME_JIT_CACHE", os.path.join(tmp, "jit"))
+        pin_keys(mp, os.path.join(tmp, "app_code"), public_hex(self.key))
+        self.cache = write_bundle(os.path.join(tmp, "b"), library_specs(["saxpy"], ("sm_90",)))
+        sign(self.cache, self.key)
+
+    def outside(self, name: str, data: bytes) -> str:
+        path = os.path.join(self.tmp, "elsewhere", name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def read(self, rel: str) -> bytes:
+        with open(os.path.join(self.cache, *rel.split("/")), "rb") as f:
+            return f.read()
+
+    def runtime(self, backend=None) -> Tuple[bool, str]:
+        """(accepted, the error in one line): open, load every kernel, check every file."""
+        try:
+            cache = gpu_runtime.open_cache(self.cache, backend=backend or FakeBackend())
+            cache.preload()
+            cache.verify(all_variants=True)
+        except GpuRuntimeError as e:
+            return False, str(e)
+        return True, ""
+
+    def verify(self, *args: str) -> Tuple[int, str]:
+        """(exit status, the summary line) of `python -m gpu_runtime verify`."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(["verify", os.path.dirname(self.cache), *args])
+        lines = out.getvalue().strip().splitlines()
+        return rc, (lines[-1] if lines else "")
+
+
+@contextlib.contextmanager
+def lab() -> Iterator[Lab]:
+    tmp = tempfile.mkdtemp(prefix="trust_probe_")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            yield Lab(tmp, mp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def finding(what: str) -> str:
+    return f"FINDING: {what}"
+
+
+# -- JIT fallback ----------------------------------------------------------------------------
+def jit_fallback_on_an_uncovered_gpu() -> str:
+    """A compiler at hand, a kernel index in the app, a GPU (sm_80) the bundle lacks."""
+    with lab() as lb:
+        index = os.path.join(lb.tmp, "site")
+        jit.write_index(index, "saxpy", jit.SAXPY_SRC, {jit.SAXPY_SRC: b"saxpy v1"})
+        log = os.path.join(lb.tmp, "compiles.log")
+        lb.mp.setenv("FAKE_COMPILER_LOG", log)
+        lb.mp.setattr("gpu_runtime.api.find_compiler", jit.fake_compiler)
+        lb.mp.setattr("gpu_runtime.jit.cache.find_compiler", jit.fake_compiler)
+        a100 = FakeBackend(capability=(8, 0), name="NVIDIA A100")
+        try:
+            cache = gpu_runtime.open_cache(lb.cache, kernels_path=[index], backend=a100)
+            cache.kernel("saxpy").load()
+        except GpuRuntimeError as e:
+            if os.path.exists(log) or a100.loads:
+                return finding(f"compiled or loaded before refusing: {e}")
+            return refused(e)
+        return finding(f"a trusted bundle was JIT-compiled: {a100.loads[:1]}")
+
+
+def jit_fallback_for_a_kernel_the_bundle_lacks() -> str:
+    with lab() as lb:
+        index = os.path.join(lb.tmp, "site")
+        jit.write_index(index, "sobel", jit.SOBEL_SRC, {jit.SOBEL_SRC: b"sobel v1"})
+        log = os.path.join(lb.tmp, "compiles.log")
+        lb.mp.setenv("FAKE_COMPILER_LOG", log)
+        lb.mp.setattr("gpu_runtime.api.find_compiler", jit.fake_compiler)
+        lb.mp.setattr("gpu_runtime.jit.cache.find_compiler", jit.fake_compiler)
+        backend = FakeBackend()
+        try:
+            gpu_runtime.open_cache(lb.cache, kernels_path=[index], backend=backend).kernel(
+                "sobel_magnitude"
+            ).load()
+        except GpuRuntimeError as e:
+            return finding(f"compiled first: {e}") if os.path.exists(log) else refused(e)
+        return finding("a kernel absent from a trusted bundle was JIT-compiled and loaded")
+
+
+# -- the environment and the pinned keys -----------------------------------------------------
+def env_pinned_keys(value: Callable[[Lab], str], attack: str) -> Callable[[], str]:
+    """$GPU_RUNTIME_PINNED_KEYS set to `value`, with the bundle tampered per `attack`."""
+
+    def probe() -> str:
+        with lab() as lb:
+            if attack == "resign":  # the attacker's own key signs a tampered manifest
+                rehash_tampered_cubin(lb.cache)
+                sign(lb.cache, lb.attacker)
+            elif attack == "rehash":
+                rehash_tampered_cubin(lb.cache)
+            elif attack == "unsign":
+                rehash_tampered_cubin(lb.cache)
+                os.remove(os.path.join(lb.cache, "manifest.json.sig"))
+            lb.mp.setenv(PINNED_KEYS_ENV, value(lb))
+            ok, err = lb.runtime()
+            rc, line = lb.verify()
+            if ok or rc != 1 or "signed by trusted key" in line:
+                return finding(f"accepted (runtime {ok}, verify exit {rc}: {line})")
+            return refused(err)
+
+    return probe
+
+
+def env_adds_a_trusted_key() -> str:
+    """The documented device-trusted keys: the environment adds keys beside the pinned one."""
+    with lab() as lb:
+        lb.mp.setenv(TRUSTED_KEYS_ENV, public_hex(lb.attacker))
+        ok, err = lb.runtime()
+        if not ok:
+            return finding(f"the bundle signed by its pinned key no longer loads: {err}")
+        rehash_tampered_cubin(lb.cache)  # the pinned key's signature no longer matches
+        ok, err = lb.runtime()
+        if ok:
+            return finding("an extra trusted key let a re-hashed manifest through")
+        return held(f"pinned key still required, extra key added; tampered: {err[:60]}...")
+
+
+# -- verify without a key --------------------------------------------------------------------
+def verify_without_key(attack: str) -> Callable[[], str]:
+    def probe() -> str:
+        with lab() as lb:
+            # verify run outside the bundle's app: no pinned keys, none in the environment
+            lb.mp.setattr("gpu_runtime.bundle.trust.pinned_keys", lambda: ())
+            rehash_tampered_cubin(lb.cache)
+            if attack == "resign":
+                sign(lb.cache, lb.attacker)
+            rc, line = lb.verify()
+            if rc == 0 or line.startswith("OK"):
+                return finding(f"exit {rc}: {line}")
+            return refused(f"exit {rc}: {line}")
+
+    return probe
+
+
+# -- paths: verify and the runtime give the same verdict ---------------------------------------
+def symlink_file_out(lb: Lab) -> None:
+    target = lb.outside("saxpy__0.cubin", lb.read(CUBIN))  # the very bytes listed
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.symlink(target, os.path.join(lb.cache, CUBIN))
+
+
+def symlink_file_out_relative(lb: Lab) -> None:
+    lb.outside("saxpy__0.cubin", lb.read(CUBIN))
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.symlink("../../../../../elsewhere/saxpy__0.cubin", os.path.join(lb.cache, CUBIN))
+
+
+def symlink_dir_out(lb: Lab) -> None:
+    d = os.path.join(lb.cache, *SM90.split("/"))
+    moved = os.path.join(lb.tmp, "elsewhere", "sm_90")
+    os.makedirs(os.path.dirname(moved), exist_ok=True)
+    shutil.move(d, moved)
+    os.symlink(moved, d)
+
+
+def symlink_inside(lb: Lab) -> None:  # control: a link that stays in cache/, same bytes
+    twin = os.path.join(lb.cache, SM90, "twin.bin")
+    shutil.copy(os.path.join(lb.cache, CUBIN), twin)
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.symlink("twin.bin", os.path.join(lb.cache, CUBIN))
+
+
+def hard_link_same_bytes(lb: Lab) -> None:
+    target = lb.outside("hard.cubin", lb.read(CUBIN))
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.link(target, os.path.join(lb.cache, CUBIN))
+
+
+def hard_link_other_bytes(lb: Lab) -> None:
+    target = lb.outside("hard.cubin", b"// a replaced cubin\n")
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.link(target, os.path.join(lb.cache, CUBIN))
+
+
+def fifo_for_cubin(lb: Lab) -> None:
+    os.remove(os.path.join(lb.cache, CUBIN))
+    os.mkfifo(os.path.join(lb.cache, CUBIN))
+
+
+def dotdot_in_manifest(lb: Lab) -> None:
+    """A manifest (signed by the app's own key) naming a path with `..`."""
+    path = os.path.join(lb.cache, MANIFEST_NAME)
+    with open(path) as f:
+        doc = json.load(f)
+    doc["files"]["saxpy/../../outside.cubin"] = "0" * 64
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2, sort_keys=True)
+    sign(lb.cache, lb.key)
+
+
+def cache_dir_is_a_symlink(lb: Lab) -> None:  # control: a deployment's `current` link
+    real = os.path.join(lb.tmp, "releases", "r1")
+    os.makedirs(os.path.dirname(real))
+    shutil.move(lb.cache, real)
+    os.symlink(real, lb.cache)
+
+
+def same_verdict(tamper: Callable[[Lab], None]) -> Callable[[], str]:
+    def probe() -> str:
+        with lab() as lb:
+            tamper(lb)
+            ok, err = lb.runtime()
+            rc, line = lb.verify("--key", public_hex(lb.key))
+            if ok != (rc == 0):
+                return finding(
+                    f"runtime {'accepts' if ok else 'refuses'}, verify exit {rc}: {line}"
+                )
+            if ok:
+                return held("runtime and verify both accept it (bytes as signed, inside cache/)")
+            if rc != 1:
+                return finding(f"verify exit {rc}, not 1: {line}")
+            return refused(err)
+
+    return probe
+
+
+PROBES: List[Tuple[str, Callable[[], str]]] = [
+    ("jit fallback: trusted bundle, sm_80 GPU, compiler present", jit_fallback_on_an_uncovered_gpu),
+    ("jit fallback: kernel absent from trusted bundle", jit_fallback_for_a_kernel_the_bundle_lacks),
+    ("env PINNED_KEYS empty, unsigned bundle", env_pinned_keys(lambda lb: "", "unsign")),
+    ("env PINNED_KEYS empty, re-hashed manifest", env_pinned_keys(lambda lb: "", "rehash")),
+    (
+        "env PINNED_KEYS = attacker key, re-signed by it",
+        env_pinned_keys(lambda lb: public_hex(lb.attacker), "resign"),
+    ),
+    (
+        "env PINNED_KEYS = ',' + attacker key (upper case)",
+        env_pinned_keys(lambda lb: "," + public_hex(lb.attacker).upper(), "resign"),
+    ),
+    ("env TRUSTED_KEYS adds an extra key", env_adds_a_trusted_key),
+    ("verify, no key: re-hashed manifest", verify_without_key("rehash")),
+    ("verify, no key: re-signed by another key", verify_without_key("resign")),
+    ("cubin symlinked out of cache/ (absolute)", same_verdict(symlink_file_out)),
+    ("cubin symlinked out of cache/ (relative ../)", same_verdict(symlink_file_out_relative)),
+    ("variant directory symlinked out of cache/", same_verdict(symlink_dir_out)),
+    ("'..' in a signed manifest path", same_verdict(dotdot_in_manifest)),
+    ("cubin replaced by a FIFO", same_verdict(fifo_for_cubin)),
+    ("cubin hard-linked to other bytes outside", same_verdict(hard_link_other_bytes)),
+    ("cubin hard-linked to the same bytes outside", same_verdict(hard_link_same_bytes)),
+    ("cubin symlinked inside cache/ (control)", same_verdict(symlink_inside)),
+    ("cache/ itself a symlink (control)", same_verdict(cache_dir_is_a_symlink)),
+]
+
+
+def test_trust_probes() -> None:
+    rows = run_probes("trust", PROBES)
+    assert findings(rows) == []
