@@ -126,6 +126,11 @@ def check_trust(raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]) -> Tru
             sig_raw: Optional[bytes] = f.read()
     except FileNotFoundError:
         sig_raw = None
+    except OSError as e:  # a directory, a FIFO, no permission: the signature cannot be read
+        raise UntrustedBundleError(
+            f"bundle {bundle_name(raw, root)}: cannot read its signature {sig_path} "
+            f"({e.strerror or e}): refusing to load it; copy the whole bundle again"
+        ) from None
     bundle = bundle_name(raw, root)
     trusted = [k for k, _ in keys]
     trusted_ids = f"{describe_keys(trusted)} ({'; '.join(sorted({h for _, h in keys}))})"
