@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 COMMANDS: Dict[str, str] = {
     "cache": "gpu_runtime.cli.cache",
+    "platform": "gpu_runtime.cli.complete_platform",
     "verify": "gpu_runtime.cli.verify",
 }
 
