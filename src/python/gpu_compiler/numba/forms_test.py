@@ -109,9 +109,9 @@ def _error(path: str, cap: str = "sm_90") -> str:
 def test_missing_package_says_where_toolchain_packages_come_from():
     text = _error(TESTDATA + "missing_package.py")
     assert "missing_package.py:1: error: importing the kernel source failed" in text
-    assert "'cffi' is not installed in the compile toolchain" in text
+    assert "'cupy' is not installed in the compile toolchain" in text
     assert "3rdparty/python/<toolchain>-requirements.txt" in text
-    assert "`cffi==<version>`" in text and "generate-lockfiles" in text
+    assert "`cupy==<version>`" in text and "generate-lockfiles" in text
 
 
 def test_undefined_device_function_names_module_source_and_symbol():
