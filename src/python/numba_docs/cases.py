@@ -10,13 +10,13 @@ inputs, grids and expected values are the docs' own (tests/doc_examples/ in NVID
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Tuple
 
 import numpy as np
 
 import gpu_runtime
 from gpu_runtime import DeviceArray, create_xoroshiro128p_states
-from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_states
+from gpu_runtime.numba_compat.xoroshiro import _step, xoroshiro128p_states
 
 
 class Result(NamedTuple):
@@ -154,6 +154,109 @@ def cpointer(cache: gpu_runtime.KernelCache) -> Result:
     return Result(_err(x.to_numpy(), np.arange(10, dtype=np.uint8) + 1), 0.0)
 
 
+def _random3d_reference(
+    states: np.ndarray, tids: np.ndarray, shape: Tuple[int, int, int], stride: Tuple[int, int, int]
+) -> Tuple[np.ndarray, np.ndarray]:
+    """What random_3d writes for the threads `tids`: (flat indices into the array, values).
+    Each thread walks its strided (i, j, k) loops in order, one xoroshiro128p_uniform_float32
+    draw from its own state per element; numpy replays those draws for a sample of threads, so
+    that the case checks values, not only the docs' mean."""
+    sx, sy, sz = stride
+    x0, y0, z0 = tids % sx, (tids // sx) % sy, tids // (sx * sy)
+    s0, s1 = states["s0"][tids].copy(), states["s1"][tids].copy()
+    idx: List[np.ndarray] = []
+    val: List[np.ndarray] = []
+    for a in range(-(-shape[0] // sz)):
+        for b in range(-(-shape[1] // sy)):
+            for c in range(-(-shape[2] // sx)):
+                i, j, k = z0 + a * sz, y0 + b * sy, x0 + c * sx
+                m = (i < shape[0]) & (j < shape[1]) & (k < shape[2])
+                if not m.any():
+                    continue
+                t0, t1 = s0[m], s1[m]
+                u = ((t0 + t1) >> np.uint64(11)) * (1.0 / (1 << 53))
+                idx.append(np.ravel_multi_index((i[m], j[m], k[m]), shape))
+                val.append(u.astype(np.float32))
+                _step(t0, t1)
+                s0[m], s1[m] = t0, t1
+    return np.concatenate(idx), np.concatenate(val)
+
+
+def random3d(cache: gpu_runtime.KernelCache) -> Result:
+    X, Y, Z = 701, 900, 719
+    bx, by, bz = 8, 8, 8
+    gx, gy, gz = 16, 16, 16
+    nthreads = bx * by * bz * gx * gy * gz
+    rng_states = create_xoroshiro128p_states(nthreads, seed=1)
+    arr = DeviceArray.empty((X, Y, Z), np.float32)
+    cache.kernel("random_3d", library="random3d")[(gx, gy, gz), (bx, by, bz)](arr, rng_states)
+    host_arr = arr.to_numpy()
+    mean = float(host_arr.mean(dtype=np.float64))
+    # the docs: 0.49 < mean < 0.51, every value in [0, 1]
+    docs_ok = 0.49 < mean < 0.51 and bool(np.all(host_arr <= 1.0)) and bool(np.all(host_arr >= 0.0))
+    # every value written by 1 thread in 997 (and the last), against numpy's draws
+    tids = np.unique(np.append(np.arange(0, nthreads, 997), nthreads - 1)).astype(np.int64)
+    states = xoroshiro128p_states(nthreads, 1)
+    idx, want = _random3d_reference(states, tids, (X, Y, Z), (bx * gx, by * gy, bz * gz))
+    err = _err(host_arr.reshape(-1)[idx], want)
+    return Result(err, 0.0, f"mean {mean:.5f}; {len(idx)} values replayed", docs_ok)
+
+
+# The docs' click stream: user ids, timestamps (ns) and the session labels they assert.
+SESSION_IDS = [1] * 6 + [2] * 3 + [3] * 10 + [4] * 9
+SESSION_SEC = [1, 2, 3, 5000, 5001, 5002, 1, 2, 3, 1, 2, 5000, 5001, 10000, 10001, 10002, 10003]
+SESSION_SEC += [15000, 150001, 1, 5000, 50001, 15000, 20000, 25000, 25001, 25002, 25003]
+SESSION_EXPECT = [0, 0, 0, 3, 3, 3, 6, 6, 6, 9, 9, 11, 11, 13, 13, 13, 13, 17, 18, 19, 20, 21]
+SESSION_EXPECT += [21, 23, 24, 24, 24, 24]
+
+
+def sessionize(cache: gpu_runtime.KernelCache) -> Result:
+    ids = DeviceArray.from_numpy(np.array(SESSION_IDS))
+    sec = DeviceArray.from_numpy(
+        np.array(SESSION_SEC, dtype="datetime64[ns]").astype("int64")  # as the docs cast it
+    )
+    results = DeviceArray.from_numpy(np.zeros(len(ids)))
+    cache.kernel("sessionize", library="sessionize").forall(len(ids))(ids, sec, results)
+    # the docs: assert_equal(expect, results)
+    return Result(_err(results.to_numpy(), SESSION_EXPECT), 0.0)
+
+
+def ufunc(cache: gpu_runtime.KernelCache) -> Result:
+    x = np.arange(10, dtype=np.float32) - 5
+    r = DeviceArray.from_numpy(np.zeros_like(x))
+    cache.kernel("f", library="ufunc")[1, 1](r, DeviceArray.from_numpy(x))
+    got = r.to_numpy()
+    # the docs: assert_allclose(r, np.sin(x)) (rtol 1e-7; float32 sin on the GPU may differ in
+    # the last bit from numpy's, which the max error shows)
+    docs_ok = bool(np.allclose(got, np.sin(x), rtol=1e-7, atol=0))
+    return Result(_err(got, np.sin(x)), 1e-6, "", docs_ok)
+
+
+def _business_logic(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """cpu_gpu_compat's business_logic, in numpy (int64 in, float64 out, as numba types it)."""
+    return 4 * z * (2 * x - (4 * y) / 2 * math.pi)
+
+
+def cpu_gpu_compat(cache: gpu_runtime.KernelCache) -> Result:
+    X_h, Y_h, Z_h = np.array([1, 10, 234]), np.array([2, 2, 4014]), np.array([3, 14, 2211])
+    X, Y, Z = (DeviceArray.from_numpy(a) for a in (X_h, Y_h, Z_h))
+    results = DeviceArray.from_numpy(np.array([0.0, 0.0, 0.0]))
+    cache.kernel("f", library="cpu_gpu_compat").forall(len(X))(results, X, Y, Z)
+    got = results.to_numpy()
+    # the docs: assert_equal with business_logic on the CPU (the docs' comment:
+    # [-126.79644737231007, 416.28324559588634, -218912930.2987788])
+    return Result(_err(got, _business_logic(X_h, Y_h, Z_h)), 0.0, f"{got.tolist()}")
+
+
+def ffi_from_buffer(cache: gpu_runtime.KernelCache) -> Result:
+    x = np.arange(10).astype(np.float32)
+    r = DeviceArray.empty((), np.float32)  # the docs' np.ndarray((), dtype=np.float32)
+    cache.kernel("reduction_caller", library="ffi_from_buffer")[1, 1](r, DeviceArray.from_numpy(x))
+    # the docs: assert_allclose(np.sum(x), r[()]) (rtol 1e-7)
+    actual = float(r.to_numpy()[()])
+    return Result(_err(actual, np.sum(x)), 0.0, f"sum {actual}")
+
+
 # library (gpu_kernel target name) -> case, in the issue's order
 CASES: Dict[str, Callable[[gpu_runtime.KernelCache], Result]] = {
     "vecadd": vecadd,
@@ -165,4 +268,9 @@ CASES: Dict[str, Callable[[gpu_runtime.KernelCache], Result]] = {
     "montecarlo": montecarlo,
     "ffi": ffi,
     "cpointer": cpointer,
+    "random3d": random3d,
+    "sessionize": sessionize,
+    "ufunc": ufunc,
+    "cpu_gpu_compat": cpu_gpu_compat,
+    "ffi_from_buffer": ffi_from_buffer,
 }

@@ -58,7 +58,21 @@ def test_eager_signature_forms_compile_as_written():
     assert all(not k.cooperative for k, _m in _kernels(r).values())
 
 
-DOC_KERNELS = ["vecadd", "matmul", "reduction", "globals", "laplace", "cg", "montecarlo", "ffi"]
+DOC_KERNELS = [
+    "vecadd",
+    "matmul",
+    "reduction",
+    "globals",
+    "laplace",
+    "cg",
+    "montecarlo",
+    "ffi",
+    "random3d",
+    "sessionize",
+    "ufunc",
+    "cpu_gpu_compat",
+    "ffi_from_buffer",
+]
 
 
 @pytest.mark.parametrize("name", DOC_KERNELS + ["cpointer"])
@@ -71,13 +85,16 @@ def test_doc_kernels_build(name, cap):
         for p in m.parts:
             assert files[p.file] == p.data
     coop = {k.name for m in r.modules for k in m.kernels if k.cooperative}
-    assert coop == ({"solve_heat_equation"} if name == "laplace" else set()) | (
-        {"sequential_rows"} if name == "cg" else set()
-    )
+    want_coop = {
+        "laplace": "solve_heat_equation",
+        "cg": "sequential_rows",
+        "sessionize": "sessionize",
+    }
+    assert coop == ({want_coop[name]} if name in want_coop else set())
     link = {p.file for m in r.modules for p in m.parts}
-    if name in ("laplace", "cg"):  # the wheel's libcudadevrt has no sm_87 code
+    if name in want_coop:  # the wheel's libcudadevrt has no sm_87 code
         assert link == ({"libcudadevrt.a"} if cap == "sm_90" else {"cg_grid_sync.ptx"})
-    elif name == "ffi":
+    elif name in ("ffi", "ffi_from_buffer"):
         assert link == {"functions.ptx"}
     else:
         assert link == set()
@@ -109,9 +126,9 @@ def _error(path: str, cap: str = "sm_90") -> str:
 def test_missing_package_says_where_toolchain_packages_come_from():
     text = _error(TESTDATA + "missing_package.py")
     assert "missing_package.py:1: error: importing the kernel source failed" in text
-    assert "'cffi' is not installed in the compile toolchain" in text
+    assert "'cupy' is not installed in the compile toolchain" in text
     assert "3rdparty/python/<toolchain>-requirements.txt" in text
-    assert "`cffi==<version>`" in text and "generate-lockfiles" in text
+    assert "`cupy==<version>`" in text and "generate-lockfiles" in text
 
 
 def test_undefined_device_function_names_module_source_and_symbol():

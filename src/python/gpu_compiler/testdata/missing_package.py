@@ -1,4 +1,4 @@
-import cffi  # noqa: F401  (the cuda13 toolchain does not install it)
+import cupy  # noqa: F401  (the cuda13 toolchain does not install it)
 from numba import cuda
 
 

@@ -6,9 +6,8 @@ its PTX for the driver's linker. ``r = x * y`` exactly.
 
 Changes from the original, for the AOT convention: the declaration and kernel are at module
 level and the signature (float32 vectors, as in the docs) is listed in AOT_SIGNATURES. The
-docs' other ffi examples are not here: ``ex_from_buffer`` needs ``cffi``, which the cuda13
-toolchain does not install, and ``ex_extra_search_paths`` needs a header from numba-cuda's test
-data.
+docs' other ffi examples: ``ex_from_buffer`` is ffi_from_buffer.py; ``ex_extra_search_paths``
+is not here, as it needs a header from numba-cuda's test data.
 """
 
 # magictoken.ex_linking_cu.begin
