@@ -341,6 +341,12 @@ def deploy(args: argparse.Namespace) -> int:
         )
     for line in done["warnings"]:
         warn(line)
+    for name, seconds in sorted(done.get("prepared", {}).items()):
+        print(
+            f"Prepared {name} on the device in {seconds} s (its venv, made before the switch: "
+            f"the release's first run starts warm)",
+            flush=True,
+        )
     print(
         f"Sent {len(send)} files, {sent_bytes} bytes. {remote.base}/current -> releases/{release}"
         f" (verified: {len(files)} files; {done['trust']}); previous: "

@@ -41,7 +41,7 @@ import hashlib
 from pants.backend.python.target_types import PexExecutionMode, PexExecutionModeField
 from pants.engine.target import Target
 
-from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV
+from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV, PREPARE_ONLY_ENV
 
 # Exit status of a launcher whose app.pex is not the one it was built with (app.py's "gpu_runtime
 # could not run" status: the bundle is damaged, nothing ran).
@@ -88,6 +88,8 @@ _SCRIPT = """\
 #                         (default: ${{XDG_CACHE_HOME:-~/.cache}}/gpu_bundle/venvs)
 #   {init_env}  1: start CUDA (cuInit, device 0's primary context) in a thread
 #                         before the app's first line; 0: leave it to the app (default: {init})
+#   {prepare_env} 1: make (or find) the venv, then exit without running the app
+#                         (what `pants experimental-deploy` does before it switches releases)
 set -eu
 bundle=$(cd "$(dirname "$0")" && pwd)
 pex="$bundle/{pex}"
@@ -128,6 +130,9 @@ INSTALL
         exec "$python" "$pex" "$@"
     fi
 fi
+if [ "${{{prepare_env}:-}}" = 1 ]; then
+    exit 0
+fi
 export PEX="$pex"
 exec "$venv/bin/python" -sE -c '{boot}' "$venv/pex" "$@"
 """
@@ -159,6 +164,7 @@ def launcher_script(pex_filename: str, pex_sha256: str, init_cuda: bool = True) 
         tampered=TAMPERED_EXIT,
         boot=boot,
         init_env=INIT_CUDA_ENV,
+        prepare_env=PREPARE_ONLY_ENV,
         init=default,
     )
     return script.encode()

@@ -18,7 +18,7 @@ from pants.backend.python.target_types import PexBinary
 from pants.engine.addresses import Address
 
 from gpu_build.util_rules.bundle_launcher import is_venv_mode, launcher_name, launcher_script
-from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV
+from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV, PREPARE_ONLY_ENV
 
 SHA = "ab" * 32
 
@@ -155,3 +155,26 @@ def test_a_driver_that_fails_leaves_the_app_to_run_and_report_it(tmp_path: Path)
     )
     assert proc.returncode == 3 and proc.stderr == "", proc.stderr  # nothing printed by us
     assert INIT_CUDA_PID_ENV in boot
+
+
+def test_prepare_only_makes_the_venv_and_runs_nothing(tmp_path: Path) -> None:
+    """What the deploy tool runs on the device before a switch: with the venv already recorded
+    (as the install step leaves it), GPU_BUNDLE_PREPARE_ONLY=1 exits 0 and starts no app."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "app.pex").write_bytes(b"not run")
+    launcher = bundle / "app"
+    launcher.write_bytes(launcher_script("app.pex", SHA))
+    launcher.chmod(0o755)
+    venv = tmp_path / "venvs" / SHA
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pex").write_text("")
+    marker = tmp_path / "ran"
+    python = venv / "bin" / "python"
+    python.write_text(f"#!/bin/sh\necho ran > {marker}\n")
+    python.chmod(0o755)
+    env = dict(os.environ, GPU_BUNDLE_VENVS=str(tmp_path / "venvs"))
+    done = subprocess.run([str(launcher)], env={**env, PREPARE_ONLY_ENV: "1"}, timeout=60)
+    assert done.returncode == 0 and not marker.exists()
+    subprocess.run([str(launcher)], env=env, check=True, timeout=60)
+    assert marker.read_text() == "ran\n"  # without it, the app's interpreter is started
