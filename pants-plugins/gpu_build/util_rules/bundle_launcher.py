@@ -88,8 +88,9 @@ _SCRIPT = """\
 #                         (default: ${{XDG_CACHE_HOME:-~/.cache}}/gpu_bundle/venvs)
 #   {init_env}  1: start CUDA (cuInit, device 0's primary context) in a thread
 #                         before the app's first line; 0: leave it to the app (default: {init})
-#   {prepare_env} 1: make (or find) the venv, then exit without running the app
-#                         (what `pants experimental-deploy` does before it switches releases)
+#   {prepare_env} 1: make (or find) the venv and compile its bytecode, then exit
+#                         without running the app (what `pants experimental-deploy` does
+#                         before it switches releases)
 set -eu
 bundle=$(cd "$(dirname "$0")" && pwd)
 pex="$bundle/{pex}"
@@ -131,6 +132,12 @@ INSTALL
     fi
 fi
 if [ "${{{prepare_env}:-}}" = 1 ]; then
+    # and the bytecode of every module, so that the first run imports without compiling, and
+    # one import of what every bundle app loads (gpu_runtime, numpy, the driver bindings): what
+    # a first import does once (shared libraries read, caches made) is done here
+    "$venv/bin/python" -m compileall -q -j 0 "$venv/" >/dev/null 2>&1 || true
+    "$venv/bin/python" -sE -c "import gpu_runtime, numpy, cuda.bindings.driver" \
+        >/dev/null 2>&1 || true
     exit 0
 fi
 export PEX="$pex"

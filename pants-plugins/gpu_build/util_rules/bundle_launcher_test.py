@@ -157,9 +157,10 @@ def test_a_driver_that_fails_leaves_the_app_to_run_and_report_it(tmp_path: Path)
     assert INIT_CUDA_PID_ENV in boot
 
 
-def test_prepare_only_makes_the_venv_and_runs_nothing(tmp_path: Path) -> None:
+def test_prepare_only_makes_the_venv_compiles_it_and_runs_no_app(tmp_path: Path) -> None:
     """What the deploy tool runs on the device before a switch: with the venv already recorded
-    (as the install step leaves it), GPU_BUNDLE_PREPARE_ONLY=1 exits 0 and starts no app."""
+    (as the install step leaves it), GPU_BUNDLE_PREPARE_ONLY=1 compiles the venv's bytecode and
+    exits 0 without starting the app; without it, the app's interpreter runs the venv's pex."""
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "app.pex").write_bytes(b"not run")
@@ -169,12 +170,15 @@ def test_prepare_only_makes_the_venv_and_runs_nothing(tmp_path: Path) -> None:
     venv = tmp_path / "venvs" / SHA
     (venv / "bin").mkdir(parents=True)
     (venv / "pex").write_text("")
-    marker = tmp_path / "ran"
+    calls = tmp_path / "calls"
     python = venv / "bin" / "python"
-    python.write_text(f"#!/bin/sh\necho ran > {marker}\n")
+    python.write_text(f'#!/bin/sh\necho "$1 $2" >> {calls}\n')
     python.chmod(0o755)
     env = dict(os.environ, GPU_BUNDLE_VENVS=str(tmp_path / "venvs"))
     done = subprocess.run([str(launcher)], env={**env, PREPARE_ONLY_ENV: "1"}, timeout=60)
-    assert done.returncode == 0 and not marker.exists()
+    assert done.returncode == 0
+    # bytecode, then one import of the runtime's modules: no app started
+    assert calls.read_text() == "-m compileall\n-sE -c\n"
+    calls.unlink()
     subprocess.run([str(launcher)], env=env, check=True, timeout=60)
-    assert marker.read_text() == "ran\n"  # without it, the app's interpreter is started
+    assert calls.read_text() == "-sE -c\n"  # the app's interpreter on the venv's pex
