@@ -257,6 +257,21 @@ def ffi_from_buffer(cache: gpu_runtime.KernelCache) -> Result:
     return Result(_err(actual, np.sum(x)), 0.0, f"sum {actual}")
 
 
+def ffi_extra_includes(cache: gpu_runtime.KernelCache) -> Result:
+    size = 10_000
+    a = 3.0
+    x = np.ones((size,), dtype="float32")
+    y = np.ones((size,), dtype="float32")
+    r = DeviceArray.zeros(size, np.float32)
+    block_size = 32
+    num_blocks = (size // block_size) + 1
+    cache.kernel("vector_saxpy", library="ffi_extra_includes")[num_blocks, block_size](
+        np.float32(a), DeviceArray.from_numpy(x), DeviceArray.from_numpy(y), r
+    )
+    # the docs: np.testing.assert_equal(R, a * X + Y)
+    return Result(_err(r.to_numpy(), a * x + y), 0.0)
+
+
 # library (gpu_kernel target name) -> case, in the order
 CASES: Dict[str, Callable[[gpu_runtime.KernelCache], Result]] = {
     "vecadd": vecadd,
@@ -273,4 +288,5 @@ CASES: Dict[str, Callable[[gpu_runtime.KernelCache], Result]] = {
     "ufunc": ufunc,
     "cpu_gpu_compat": cpu_gpu_compat,
     "ffi_from_buffer": ffi_from_buffer,
+    "ffi_extra_includes": ffi_extra_includes,
 }

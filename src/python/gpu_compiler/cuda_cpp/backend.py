@@ -332,16 +332,20 @@ def compile_cuda_part(
     fast_math: bool = False,
     lineinfo: bool = False,
     sandbox_root: Optional[str] = ".",
+    include_dirs: Sequence[str] = (),
 ) -> str:
     """Relocatable PTX of CUDA C++ that a numba kernel links (device functions, no kernels
     needed): ``-rdc`` keeps its ``extern`` functions for the linker. ``text``: in-memory
-    source (numba's CUSource) instead of the file."""
+    source (numba's CUSource) instead of the file. ``include_dirs``: where ``#include <...>``
+    looks (numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS, see gpu_compiler.numba.links)."""
     if text is not None:
         program = CudaProgramText(text)
     else:
         here = shown if not os.path.isabs(shown) else source_path
-        program = _program_text(here, (), Sandbox(sandbox_root))
-    options = nvrtc_options(capability, fast_math=fast_math, lineinfo=lineinfo)
+        program = _program_text(here, include_dirs, Sandbox(sandbox_root))
+    options = nvrtc_options(
+        capability, include_dirs=include_dirs, fast_math=fast_math, lineinfo=lineinfo
+    )
     options.append("--relocatable-device-code=true")
     ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [])
     return ptxmod.relativize_file_directives(ptx_text)

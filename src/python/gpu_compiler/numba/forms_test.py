@@ -72,12 +72,13 @@ DOC_KERNELS = [
     "ufunc",
     "cpu_gpu_compat",
     "ffi_from_buffer",
+    "ffi_extra_includes",
 ]
 
 
 @pytest.mark.parametrize("name", DOC_KERNELS + ["cpointer"])
 @pytest.mark.parametrize("cap", ["sm_87", "sm_90"])
-def test_doc_kernels_build(name, cap):
+def test_doc_kernels_build(name, cap, search_paths_restored):
     r = compile_source(DOCS + name + ".py", cap, OPTS)
     assert r.modules and all(m.cubin for m in r.modules)
     files = r.files()
@@ -96,6 +97,8 @@ def test_doc_kernels_build(name, cap):
         assert link == ({"libcudadevrt.a"} if cap == "sm_90" else {"cg_grid_sync.ptx"})
     elif name in ("ffi", "ffi_from_buffer"):
         assert link == {"functions.ptx"}
+    elif name == "ffi_extra_includes":
+        assert link == {"saxpy.ptx"}
     else:
         assert link == set()
 
@@ -150,3 +153,29 @@ def test_unsupported_link_kind_is_refused_not_dropped():
 def test_no_signature_anywhere_explains_both_forms():
     text = _error(TESTDATA + "no_signatures.py")
     assert "no kernel has a signature" in text and "@cuda.jit(" in text and "AOT_SIGNATURES" in text
+
+
+@pytest.fixture
+def search_paths_restored(monkeypatch):
+    """numba's config is process-wide: a kernel module that sets CUDA_NVRTC_EXTRA_SEARCH_PATHS
+    would leave it set for the next test's compile."""
+    from numba.cuda import config
+
+    monkeypatch.setattr(config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "", raising=False)
+
+
+def test_extra_search_paths_resolve_inside_the_inputs(search_paths_restored):
+    """The docs' ex_extra_search_paths: `#include <add.cuh>` and `<mul.cuh>` of the linked
+    saxpy.cu are found through the directories the module puts in numba's config."""
+    r = compile_source(DOCS + "ffi_extra_includes.py", "sm_90", OPTS)
+    assert [k.name for m in r.modules for k in m.kernels] == ["vector_saxpy"]
+
+
+def test_an_extra_search_path_outside_the_inputs_is_refused(search_paths_restored):
+    with pytest.raises(CompileError) as e:
+        compile_source(TESTDATA + "search_path_outside.py", "sm_90", OPTS)
+    message = str(e.value)
+    assert "CUDA_NVRTC_EXTRA_SEARCH_PATHS names /usr/include, outside the compile's inputs" in (
+        message
+    )
+    assert "\n" not in message.strip()

@@ -155,7 +155,31 @@ class PartCompiler:
             fast_math=self.fast_math,
             lineinfo=self.lineinfo,
             sandbox_root=None if toolchain else self.sandbox_root,
+            include_dirs=() if toolchain else self._search_paths(),
         )
+
+    def _search_paths(self) -> List[str]:
+        """numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` (":"-separated), as the docs set it in
+        the kernel module (or $NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS): where a linked file's
+        `#include <...>` looks. Each directory is made relative to the working directory (the
+        compile's inputs) and must be inside them: the headers are inputs like any other."""
+        from numba.cuda import config
+
+        value = getattr(config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or ""
+        sandbox = Sandbox(self.sandbox_root)
+        out: List[str] = []
+        for entry in (e for e in str(value).split(":") if e):
+            if sandbox.confined and not sandbox.inside(entry):
+                raise CompileError(
+                    "%s: error: numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS names %s, outside the "
+                    "compile's inputs (%s); fix: keep the headers in the repository, in a "
+                    "directory computed from the module's __file__, and add their target to "
+                    "the kernel's `dependencies`" % (self.source_path, entry, sandbox.where(entry)),
+                    source=self.source_path,
+                )
+            rel = os.path.relpath(os.path.abspath(entry))
+            out.append(rel if not rel.startswith("..") else os.path.abspath(entry))
+        return out
 
 
 def _in_toolchain(path: str) -> bool:

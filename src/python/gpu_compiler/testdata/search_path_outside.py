@@ -1,0 +1,21 @@
+"""Sets numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS to a directory of the build machine: refused."""
+
+import os
+
+from numba import cuda
+from numba.cuda import config
+
+config.CUDA_NVRTC_EXTRA_SEARCH_PATHS = "/usr/include"
+here = os.path.dirname(os.path.abspath(__file__))
+saxpy_cu = os.path.join(here, "..", "..", "numba_docs", "kernels", "ffi", "saxpy.cu")
+saxpy = cuda.declare_device("saxpy", sig="float32(float32, float32, float32)", link=saxpy_cu)
+
+
+@cuda.jit
+def k(a, x, y, res):
+    i = cuda.grid(1)
+    if i < len(res):
+        res[i] = saxpy(a, x[i], y[i])
+
+
+AOT_SIGNATURES = {"k": ["void(float32, float32[::1], float32[::1], float32[::1])"]}
