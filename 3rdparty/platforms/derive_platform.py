@@ -9,8 +9,9 @@ glibc 2.35). The H200 box's is derived the same way from CPython 3.12 (x86_64).
     python3 derive_platform.py in.json aarch64 2.35 3.10.12 > jetson_orin_cp310.json
 
 With the device at hand, prefer its own: `python3 -m gpu_runtime platform -o FILE` on it (or
-`PEX_MODULE=gpu_runtime python3 app.pex platform -o FILE`; see the README). Derived files keep
-x86's manylinux_2_5..2_16 tags for other machines, which the device's own file does not list.
+`PEX_MODULE=gpu_runtime python3 app.pex platform -o FILE`; see docs/deploy_bundle.md). Derived
+files keep x86's manylinux_2_5..2_16 tags for other machines, which the device's own file does
+not list.
 """
 
 from __future__ import annotations

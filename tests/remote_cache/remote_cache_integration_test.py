@@ -136,7 +136,7 @@ def test_pants_venv_elsewhere_gets_the_same_hits(cold: Session) -> None:
     assert not ran, (
         "With the Pants venv at another path, kernel compiles missed the remote cache: ./pants "
         "must run Pants with a sys.executable that does not depend on where the venv lives (see "
-        f"README.md, section Remote cache).\nRan: {ran}\n{run.summary()}"
+        f"docs/remote-cache-and-ci.md).\nRan: {ran}\n{run.summary()}"
     )
     assert run.compile_processes("HitRemotely"), run.summary()
 

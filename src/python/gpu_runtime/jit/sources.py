@@ -2,7 +2,7 @@
 
 `pants run` / `pants test` of a target that depends on `gpu_kernel`s puts
 `__gpu_kernels__/<address>.json` and the files each compile reads into the PEX or the test
-sandbox; a checkout gets them from `pants export-codegen` (README: "JIT mode"). Nothing here
+sandbox; a checkout gets them from `pants export-codegen` (docs/jit-mode.md). Nothing here
 scans source directories or searches file texts: a kernel's inputs are what Pants resolved.
 
 Why a copy that `export-codegen` left in dist/codegen is never compiled after the checkout

@@ -1,0 +1,185 @@
+"""README.md and docs/*.md: links and repo paths that resolve.
+
+- Every relative markdown link resolves to an existing file, and its `#anchor` to a heading of
+  the target page (GitHub's slug rules: lower case, punctuation dropped, spaces to hyphens, a
+  repeated slug numbered -1, -2, ...).
+- Every repo path a page names in backticks (inline code starting with src/, pants-plugins/,
+  tests/, 3rdparty/, .ci/ or docs/) exists. A Pants address (`dir:target`, `dir::`) names its
+  directory. Paths with placeholders (`<...>`, `*`, `{...}`) are not checked, nor anything under
+  dist/ or made by a build, nor text inside fenced code blocks.
+
+The pages come from the sandbox (the `//:docs` files target, so an edit reruns this test); the
+paths they name are looked up in the live checkout, $GPU_BUILD_REPO_ROOT, falling back to the
+sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REPO_PREFIXES = ("src/", "pants-plugins/", "tests/", "3rdparty/", ".ci/", "docs/")
+PLACEHOLDER = re.compile(r"[<>*{}\[\]$]")
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def _prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of the lines outside fenced code blocks."""
+    out, fence = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        match = FENCE.match(line)
+        if match:
+            if fence is None:
+                fence = match.group(1)
+            elif match.group(1) == fence:
+                fence = None
+            continue
+        if fence is None:
+            out.append((number, line))
+    return out
+
+
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a heading (before numbering duplicates)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link: its text
+    text = text.replace("`", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    seen: dict[str, int] = {}
+    result = set()
+    for _, line in _prose_lines(text):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        slug = github_slug(match.group(2))
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        result.add(slug if count == 0 else f"{slug}-{count}")
+    return result
+
+
+def link_errors(page: Path, text: str) -> list[str]:
+    """Relative links of `page` (its text) whose file or #anchor does not exist."""
+    errors = []
+    for number, line in _prose_lines(text):
+        for target in LINK.findall(CODE_SPAN.sub("", line)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):  # http:, https:, mailto:
+                continue
+            path_part, _, anchor = target.partition("#")
+            resolved = (page.parent / path_part) if path_part else page
+            where = f"{page.name}:{number}: {target}"
+            if not resolved.exists():
+                errors.append(f"{where}: no such file {resolved}")
+                continue
+            if anchor and resolved.suffix == ".md":
+                if anchor not in anchors(resolved.read_text(encoding="utf-8")):
+                    errors.append(f"{where}: no heading #{anchor} in {resolved.name}")
+    return errors
+
+
+def repo_path_errors(page: Path, text: str, repo_root: Path) -> list[str]:
+    """Repo paths `page` names in inline code that do not exist under `repo_root`."""
+    errors = []
+    for number, line in _prose_lines(text):
+        for _, span in CODE_SPAN.findall(line):
+            span = span.strip()
+            if not span.startswith(REPO_PREFIXES) or PLACEHOLDER.search(span):
+                continue
+            for token in span.split():
+                if not token.startswith(REPO_PREFIXES) or PLACEHOLDER.search(token):
+                    continue
+                path = token.rstrip(",;.)").split(":", 1)[0]  # an address names its directory
+                if not (repo_root / path).exists():
+                    errors.append(f"{page.name}:{number}: `{token}`: no {path} in {repo_root}")
+    return errors
+
+
+def _sandbox() -> Path:
+    return Path.cwd()
+
+
+def _repo_root() -> Path:
+    live = os.environ.get("GPU_BUILD_REPO_ROOT")
+    if live and Path(live, "README.md").is_file():
+        return Path(live)
+    return _sandbox()
+
+
+def _pages() -> list[Path]:
+    root = _sandbox()
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    assert pages[0].is_file() and len(pages) > 1, f"README.md and docs/*.md not in {root}"
+    return pages
+
+
+def test_links_resolve() -> None:
+    errors = [e for page in _pages() for e in link_errors(page, page.read_text(encoding="utf-8"))]
+    assert not errors, "broken links:\n" + "\n".join(errors)
+
+
+def test_repo_paths_exist() -> None:
+    root = _repo_root()
+    errors = [
+        e
+        for page in _pages()
+        for e in repo_path_errors(page, page.read_text(encoding="utf-8"), root)
+    ]
+    assert not errors, "missing repo paths:\n" + "\n".join(errors)
+
+
+def test_there_is_something_to_check() -> None:
+    """Not vacuous: the pages have links and repo paths, and the patterns find them."""
+    texts = [page.read_text(encoding="utf-8") for page in _pages()]
+    links = [t for text in texts for _, line in _prose_lines(text) for t in LINK.findall(line)]
+    spans = [
+        span
+        for text in texts
+        for _, line in _prose_lines(text)
+        for _, span in CODE_SPAN.findall(line)
+        if span.strip().startswith(REPO_PREFIXES)
+    ]
+    assert len(links) >= 30 and len(spans) >= 30, (len(links), len(spans))
+
+
+def test_every_docs_page_links_back_to_the_readme() -> None:
+    for page in _pages()[1:]:
+        head = page.read_text(encoding="utf-8").splitlines()[:4]
+        assert any("](../README.md)" in line for line in head), page.name
+
+
+def test_github_slugs() -> None:
+    assert github_slug("`gpu_kernel`") == "gpu_kernel"
+    assert github_slug("Toolchains, drivers and PTX") == "toolchains-drivers-and-ptx"
+    assert github_slug("Dependencies: inferred from `#include`s and imports") == (
+        "dependencies-inferred-from-includes-and-imports"
+    )
+    assert anchors("# A\n## A\n```\n# not a heading\n```\n") == {"a", "a-1"}
+
+
+def test_the_checker_catches_what_is_broken(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "src").mkdir()
+    other = tmp_path / "docs" / "other.md"
+    other.write_text("# Other page\n\n## A section\n", encoding="utf-8")
+    page = tmp_path / "docs" / "page.md"
+    text = (
+        "# Page\n\n"
+        "[ok](other.md#a-section) [ok](#page) [ok](https://example.com/x.md) `src/`\n"
+        "[gone](missing.md) [bad anchor](other.md#no-such-section) `src/nowhere.py`\n"
+        "```\n[in a code block](missing-too.md) `src/not/checked.py`\n```\n"
+        "`[not a link](missing-three.md)` `dist/not/checked` `src/<placeholder>/x.py`\n"
+    )
+    page.write_text(text, encoding="utf-8")
+    links = link_errors(page, text)
+    assert len(links) == 2, links
+    assert "missing.md" in links[0] and "no such file" in links[0]
+    assert "#no-such-section" in links[1]
+    paths = repo_path_errors(page, text, tmp_path)
+    assert len(paths) == 1 and "src/nowhere.py" in paths[0], paths
