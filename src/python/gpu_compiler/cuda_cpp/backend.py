@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
 from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
@@ -186,17 +186,8 @@ def _probe_lowered_names(
     from cuda.bindings import nvrtc
 
     probe_program = CudaProgramText(program.source + PROBE_SOURCE, program.headers)
-    names = [n.encode("utf-8") for n, _ in probe_program.headers]
-    texts = [t for _, t in probe_program.headers]
-    (prog,) = _check(
-        nvrtc.nvrtcCreateProgram(
-            probe_program.source, source_path.encode("utf-8"), len(texts), texts, names
-        ),
-        "nvrtcCreateProgram",
-    )
+    prog = _create_program(probe_program, source_path, probes)
     try:
-        for e in probes:
-            _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
         opts = [o.encode("utf-8") for o in options + ["-fdevice-syntax-only"]]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -226,14 +217,9 @@ def _program_text(
         ) from e
 
 
-def _run_nvrtc(
-    program: CudaProgramText,
-    source_path: str,
-    capability: str,
-    options: List[str],
-    exprs: List[str],
-) -> Tuple[str, Dict[str, str], str]:
-    """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
+def _create_program(program: CudaProgramText, source_path: str, exprs: Sequence[str]) -> Any:
+    """An NVRTC program of `program` (its headers handed in memory) with the name expressions
+    `exprs` added; the caller compiles it and destroys it."""
     from cuda.bindings import nvrtc
 
     names = [n.encode("utf-8") for n, _ in program.headers]
@@ -247,6 +233,24 @@ def _run_nvrtc(
     try:
         for e in exprs:
             _check(nvrtc.nvrtcAddNameExpression(prog, e.encode("utf-8")), "nvrtcAddNameExpression")
+    except BaseException:
+        nvrtc.nvrtcDestroyProgram(prog)
+        raise
+    return prog
+
+
+def _run_nvrtc(
+    program: CudaProgramText,
+    source_path: str,
+    capability: str,
+    options: List[str],
+    exprs: List[str],
+) -> Tuple[str, Dict[str, str], str]:
+    """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
+    from cuda.bindings import nvrtc
+
+    prog = _create_program(program, source_path, exprs)
+    try:
         log = _compile_program(prog, options, source_path, capability)
         ptx_text = _get_ptx(prog)
         lowered = {e: _lowered_name(prog, e, source_path) for e in exprs}

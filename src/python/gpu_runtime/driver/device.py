@@ -410,9 +410,7 @@ class CudaBackend:
         """cuLaunchCooperativeKernel (grid sync); the caller has checked the grid fits."""
         drv = self._driver()
         self.device()
-        hstream = self._streams.get(stream) if stream else None
-        if hstream is None and stream:
-            hstream = self._stream_object(stream)
+        hstream = self.cu_stream(stream)
         check(
             drv.cuLaunchCooperativeKernel(
                 func, gx, gy, gz, bx, by, bz, shared_mem, hstream, params.address
