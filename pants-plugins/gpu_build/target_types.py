@@ -469,6 +469,44 @@ class DeployBundleInitCudaAtStartField(BoolField):
     )
 
 
+class DeployBundleAppLayoutField(StringField):
+    alias = "app_layout"
+    valid_choices = ("packed", "zipapp")
+    default = "packed"
+    help = help_text(
+        """
+        How the app PEX is laid out in the bundle, whatever the `pex_binary`'s own `layout`.
+
+        `"packed"` (the default): `app.pex/` is a directory holding the app's own modules as
+        files and each third-party wheel as one zip under `app.pex/.deps/`. Every one of them
+        is a file of the manifest, so `pants experimental-deploy`, which sends only files whose
+        sha256 the device lacks, sends an edit of the app's code without its dependencies.
+        `python3 app.pex` runs it as it runs a zipapp.
+
+        `"zipapp"`: one `app.pex` file, as `pants package` of the `pex_binary` writes it; any
+        change re-sends all of it.
+        """
+    )
+
+
+class DeployBundleJitFallbackField(BoolField):
+    alias = "jit_fallback"
+    default = False
+    help = help_text(
+        """
+        Whether the app PEX also carries its kernels' sources (JIT mode's `__gpu_kernels__/`
+        index), so that an unsigned bundle on a machine with the kernel compiler (numba-cuda
+        or NVRTC in the app's requirements, or `$GPU_RUNTIME_TOOLCHAIN`) compiles on first use
+        what its `cache/` lacks for the GPU at hand.
+
+        Off by default: the bundle's app is then built from the `binary`'s dependencies *not
+        reached through* `gpu_kernel` targets, so editing a kernel (or a header or module only
+        a kernel uses) rebuilds that kernel's cache files and the manifest, never `app.pex`,
+        and a deploy sends kilobytes. `pants run` and `pants test` always carry the sources.
+        """
+    )
+
+
 class DeployBundleOutputPathField(OutputPathField):
     help = help_text(
         f"""
@@ -517,6 +555,8 @@ class DeployBundleTarget(Target):
         DeployBundleCompletePlatformsField,
         DeployBundleArchiveField,
         DeployBundleInitCudaAtStartField,
+        DeployBundleAppLayoutField,
+        DeployBundleJitFallbackField,
         DeployBundleOutputPathField,
         DeployBundleDestinationField,
         DeployBundleSshPortField,

@@ -2,8 +2,8 @@
 
 - `package` with `[gpu-bundle-signing].key_file` (a key made by `openssl genpkey` outside the
   repo) writes `cache/manifest.json.sig`, which OpenSSL accepts for the manifest's exact bytes;
-  the manifest lists app.pex's sha256, and the PEX carries the key pinned in its code
-  (`gpu_bundle_pinned_keys.py`), not in its environment.
+  the manifest lists the sha256 of every file of the packed app.pex, and the PEX carries the key
+  pinned in its code (`gpu_bundle_pinned_keys.py`), not in its environment.
 - A key file inside the repository is refused.
 - Two `deploy_bundle`s that would write one dist/ path are refused before anything is built,
   naming both.
@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -95,17 +94,16 @@ def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None
         str(raw_sig),
     )  # raises unless OpenSSL accepts the signature of the manifest's exact bytes
     assert sig["key_id"] == hashlib.sha256(bytes.fromhex(checkout.public_hex)).hexdigest()[:16]
-    app = bundle / "app.pex"
+    app = bundle / "app.pex"  # packed: a directory
     listed = json.loads(manifest.read_text())["bundle_files"]
     launcher = bundle / "app"
     assert listed == {
-        "app.pex": hashlib.sha256(app.read_bytes()).hexdigest(),
+        **{f"app.pex/{rel}": sha for rel, sha in tree(app).items()},
         "app": hashlib.sha256(launcher.read_bytes()).hexdigest(),
     }
-    with zipfile.ZipFile(app) as zf:
-        pex_info = json.loads(zf.read("PEX-INFO"))
-        assert any(n.startswith(".deps/cryptography-") for n in zf.namelist())
-        pinned = zf.read("gpu_bundle_pinned_keys.py").decode()
+    pex_info = json.loads((app / "PEX-INFO").read_text())
+    assert any(p.name.startswith("cryptography-") for p in (app / ".deps").iterdir())
+    pinned = (app / "gpu_bundle_pinned_keys.py").read_text()
     # The key is part of the app's code, not of its environment (which could remove it).
     assert f"PINNED_KEYS = (\n    {checkout.public_hex!r},\n)" in pinned
     assert "GPU_RUNTIME_PINNED_KEYS" not in pex_info.get("inject_env", {})
@@ -167,8 +165,8 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
         assert sent, first.stdout
         total = sum(1 for p in (dest / "current").rglob("*") if p.is_file())
-        # app.pex, its launcher, 14 kernel files, the manifest and its signature
-        assert int(sent.group(1)) == total == 18
+        # app.pex's files, its launcher, 14 kernel files, the manifest and its signature
+        assert int(sent.group(1)) == total == len(tree(dest / "current" / "app.pex")) + 17
         assert os.access(dest / "current" / "app", os.X_OK)  # the launcher stays executable
         saxpy.write_text(original.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))
         second = run_pants(
@@ -176,22 +174,20 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         ).check()
         out = second.stdout + second.stderr
         print(out[-2000:])
-        sent = re.search(r"Sent (\d+) files", out)
+        sent = re.search(r"Sent (\d+) files, (\d+) bytes", out)
         assert sent, out
         # Exactly the files whose bytes changed went: saxpy's PTX and cubin, the manifest and its
-        # signature (and app.pex when the app carries the kernel sources, and so its launcher,
-        # which names the PEX's sha256); nothing of the others.
+        # signature; nothing of the app (which carries no kernel source), nor of other kernels.
         old, new = tree(dest / "previous"), tree(dest / "current")
         changed = sorted(p for p in new if old.get(p) != new[p])
         assert int(sent.group(1)) == len(changed), (changed, out)
         saxpy_files = [p for p in changed if p.startswith("cache/saxpy/")]
         assert len(saxpy_files) == 2, changed
         assert set(changed) - set(saxpy_files) <= {
-            "app",
             "cache/manifest.json",
             "cache/manifest.json.sig",
-            "app.pex",
         }, changed
+        assert int(sent.group(2)) <= 100_000, out  # issue 22's goal for a saxpy edit
     finally:
         saxpy.write_text(original)
         sshd.stop()

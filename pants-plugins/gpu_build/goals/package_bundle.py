@@ -74,11 +74,11 @@ async def package_deploy_bundle(
         Get(BundleCompiles, BundleCompilesRequest(field_set, tuple(kernels))),
     )
     launcher = launcher_name(pex.filename) if is_venv_mode(binary) else None
-    files = {pex.filename: pex.sha256}
+    files = dict(pex.files)
     launcher_files = []
     if launcher is not None:
         script = launcher_script(
-            pex.filename, pex.sha256, init_cuda=field_set.init_cuda_at_start.value
+            pex.filename, pex.identity, init_cuda=field_set.init_cuda_at_start.value
         )
         files[launcher] = sha256_hex(script)
         launcher_files.append(FileContent(f"{output_dir}/{launcher}", script, is_executable=True))

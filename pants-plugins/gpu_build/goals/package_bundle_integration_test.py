@@ -9,6 +9,9 @@
 - A CUDA 13 build for a CUDA 12.6 driver is refused, naming the bundle, the kernel and the fix.
 - Each bundle compiles each kernel source in one process per toolchain, for the kernel target's
   whole capability list (the processes `pants package` on the kernels runs), though it ships one.
+- The app PEX is packed (each wheel one file of the manifest) and carries no kernel source: a
+  kernel edit changes only that kernel's cache files and the manifest, an app edit only the
+  app's own files, never the wheels.
 - The H200 bundle's launcher (`app`) records pex's venv of its PEX on the first run, starts the
   app from it after, and refuses a PEX that is not the one it was built with (CPython 3.12 of
   this machine, no GPU).
@@ -28,7 +31,7 @@ from typing import Iterator
 
 import pytest
 
-from gpu_build.util_rules.bundle_launcher import TAMPERED_EXIT
+from gpu_build.util_rules.bundle_launcher import TAMPERED_EXIT, pex_identity
 from gpu_build_testutil.pants_harness import (
     PantsRun,
     base_env,
@@ -44,15 +47,31 @@ KERNEL_SOURCES = ("saxpy.py", "blur.py", "histogram.py", "sobel.cu", "matmul.cu"
 KERNEL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")  # src/python/imaging/kernels/BUILD
 
 
+def pex_names(pex: Path) -> list[str]:
+    """The PEX's entries as a zipapp names them, whatever its layout: a packed PEX's loose files
+    by their path, the files of its wheel zips as `.deps/<wheel>/<path>`."""
+    if not pex.is_dir():
+        with zipfile.ZipFile(pex) as zf:
+            return zf.namelist()
+    names = []
+    for rel in tree_digests(pex):
+        if rel.startswith(".deps/") and rel.count("/") == 1:
+            with zipfile.ZipFile(pex / rel) as zf:
+                names += [f"{rel}/{n}" for n in zf.namelist() if not n.startswith("../")]
+        else:
+            names.append(rel)
+    return names
+
+
 def pex_wheels(pex: Path) -> list[str]:
-    with zipfile.ZipFile(pex) as zf:
-        return sorted(
-            {
-                name.split("/")[1]
-                for name in zf.namelist()
-                if name.startswith(".deps/") and name.split("/")[1]
-            }
-        )
+    return sorted(
+        {n.split("/")[1] for n in pex_names(pex) if n.startswith(".deps/") and n.split("/")[1]}
+    )
+
+
+def app_files(bundle: Path) -> dict[str, str]:
+    """{path under the bundle: sha256} of its packed app PEX."""
+    return {f"app.pex/{rel}": sha for rel, sha in tree_digests(bundle / "app.pex").items()}
 
 
 @dataclass(frozen=True)
@@ -126,8 +145,7 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
         (("cp312" in w or "-abi3-" in w) and "x86_64" in w) or w.endswith("py3-none-any.whl")
         for w in wheels
     ), wheels
-    with zipfile.ZipFile(bundle / "app.pex") as zf:
-        names = zf.namelist()
+    names = pex_names(bundle / "app.pex")
     top_level = {n.split("/")[2] for n in names if n.startswith(".deps/") and n.count("/") >= 3}
     assert not top_level & {"numba", "numba_cuda", "llvmlite", "nvidia"}, sorted(top_level)
     assert not [n for n in names if re.search(r"lib(nvrtc|nvvm|nvJitLink)", n)]
@@ -140,6 +158,8 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
         n for n in names if n.startswith(".deps/cuda_bindings") and "bindings/driver.cpython" in n
     ]
     assert "gpu_spec/compatibility.py" in names
+    # The kernels ship compiled: their sources (JIT mode's index) are not in the app (issue 22)
+    assert not [n for n in names if "__gpu_kernels__" in n or "kernels/saxpy.py" in n], names
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
     assert manifest["capabilities"] == ["sm_90"] and manifest["driver"] == "13.0"
     assert {lib["name"] for lib in manifest["libraries"]} == {
@@ -151,9 +171,12 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
     }
     for rel, sha in manifest["files"].items():
         assert hashlib.sha256((bundle / "cache" / rel).read_bytes()).hexdigest() == sha
-    app_sha = hashlib.sha256((bundle / "app.pex").read_bytes()).hexdigest()
     launcher_sha = hashlib.sha256((bundle / "app").read_bytes()).hexdigest()
-    assert manifest["bundle_files"] == {"app.pex": app_sha, "app": launcher_sha}
+    # packed (deploy_bundle's default app_layout): every file of app.pex/, each wheel one zip
+    assert manifest["bundle_files"] == {**app_files(bundle), "app": launcher_sha}
+    assert [n for n in manifest["bundle_files"] if n.startswith("app.pex/.deps/")] == [
+        f"app.pex/.deps/{w}" for w in wheels
+    ]
 
 
 def test_h200_launcher_runs_the_app_from_a_venv_made_once(bundles: Bundles, tmp_path: Path) -> None:
@@ -175,7 +198,7 @@ def test_h200_launcher_runs_the_app_from_a_venv_made_once(bundles: Bundles, tmp_
             text=True,
         )
 
-    app_sha = hashlib.sha256((bundle / "app.pex").read_bytes()).hexdigest()
+    app_sha = pex_identity(tree_digests(bundle / "app.pex"))
     for _ in range(2):  # recorded by the first run, used as it is by the second
         run = launch("-c", probe)
         assert run.returncode == 0, run.stderr
@@ -187,8 +210,8 @@ def test_h200_launcher_runs_the_app_from_a_venv_made_once(bundles: Bundles, tmp_
     assert usage.returncode == 0 and "--self-test" in usage.stdout, usage.stderr
 
     shutil.rmtree(venvs)
-    with open(bundle / "app.pex", "ab") as f:
-        f.write(b"\0")  # not the PEX this launcher was built with
+    with open(bundle / "app.pex" / "imaging" / "app.py", "ab") as f:
+        f.write(b"\n")  # not the PEX this launcher was built with
     run = launch("-c", probe)
     assert run.returncode == TAMPERED_EXIT and "damaged or was altered" in run.stderr, run.stderr
     assert not venvs.exists() or not any(venvs.iterdir())
@@ -245,3 +268,40 @@ deploy_bundle(
     )
     assert "Fix: set the bundle's `toolchain`" in message
     assert not (bundles.repo / "dist" / "orin_with_cuda13").exists()
+
+
+def test_a_kernel_edit_leaves_the_app_and_an_app_edit_leaves_its_wheels(bundles: Bundles) -> None:
+    """The device loop (issue 22): what a deploy would send after each kind of edit."""
+    dist = bundles.repo / "dist" / "imaging_h200"
+    kernel, app = bundles.repo / APP / "kernels" / "saxpy.py", bundles.repo / APP / "app.py"
+    originals = {kernel: kernel.read_text(), app: app.read_text()}
+
+    def package_after(path: Path, line: str) -> dict[str, str]:
+        path.write_text(path.read_text() + line)
+        run_pants(
+            bundles.repo, ["package", f"{APP}:imaging_h200"], local_store=bundles.store
+        ).check()
+        return tree_digests(dist)
+
+    try:
+        before = tree_digests(dist)
+        after_kernel = package_after(kernel, "\n# edited: a kernel\n")
+        after_app = package_after(app, "\n# edited: the app\n")
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+
+    def changed(a: dict[str, str], b: dict[str, str]) -> list[str]:
+        return sorted(p for p in a.keys() | b.keys() if a.get(p) != b.get(p))
+
+    kernel_changes = changed(before, after_kernel)
+    assert kernel_changes and all(p.startswith("cache/") for p in kernel_changes), kernel_changes
+    assert "cache/manifest.json" in kernel_changes
+    assert [p for p in kernel_changes if "saxpy" in p], kernel_changes
+    assert not [
+        p for p in kernel_changes if p.startswith("cache/") and "/" in p[6:] and "saxpy" not in p
+    ], kernel_changes  # other kernels' files untouched
+    app_changes = changed(after_kernel, after_app)
+    assert "app.pex/imaging/app.py" in app_changes and "cache/manifest.json" in app_changes
+    assert not [p for p in app_changes if p.startswith(("app.pex/.deps/", "app.pex/.bootstrap"))]
+    assert not [p for p in app_changes if p.startswith("cache/") and p != "cache/manifest.json"]

@@ -1,6 +1,11 @@
-"""Leaves build-only files out of the wheels in a zipapp PEX (stdlib only; runs in a Process).
+"""Leaves build-only files out of the wheels in a PEX, zipapp or packed (stdlib only; runs in a
+Process).
 
     strip_pex <in.pex> <out.pex> [--max-install-jobs N] <pattern>...
+
+A zipapp PEX is one zip whose wheels are the directories `.deps/<wheel>/`; a packed PEX is a
+directory whose wheels are the zips `.deps/<wheel>` (one file each, so a deploy that sends files
+by hash skips the wheels that did not change). Both are stripped by the same rule.
 
 Why: the wheels an app needs carry files only a build reads. cuda-bindings ships its Cython
 sources and the C++ generated from them (about 90 MB unpacked of its 106 MB); a device never
@@ -30,6 +35,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import shutil
 import sys
 import zipfile
 from typing import Dict, List, Optional, Sequence
@@ -64,6 +70,9 @@ def new_fingerprint(old: str, removed: Sequence[str]) -> str:
 def strip(
     src: str, dst: str, patterns: Sequence[str], max_install_jobs: Optional[int] = None
 ) -> Dict[str, int]:
+    """Writes `src` stripped to `dst`; {wheel: number of files left out}."""
+    if os.path.isdir(src):
+        return strip_packed(src, dst, patterns, max_install_jobs)
     with open(src, "rb") as f:
         zin = zipfile.ZipFile(f)
         infos = zin.infolist()
@@ -97,6 +106,74 @@ def strip(
                         data = json.dumps(layout, sort_keys=True).encode()
                     zout.writestr(info, data, compress_type=info.compress_type)
     return {w: len(paths) for w, paths in sorted(removed.items())}
+
+
+def strip_packed(
+    src: str, dst: str, patterns: Sequence[str], max_install_jobs: Optional[int] = None
+) -> Dict[str, int]:
+    """The packed layout: each `.deps/<wheel>` zip rewritten without its build-only files (its
+    `.layout.json` given the new fingerprint), PEX-INFO updated, every other file copied."""
+    with open(os.path.join(src, "PEX-INFO"), "rb") as f:
+        pex_info = json.loads(f.read())
+    dists = pex_info.get("distributions", {})
+    counts: Dict[str, int] = {}
+    for rel in _files_under(src):
+        out = os.path.join(dst, rel)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        wheel = rel[len(DEPS) :] if rel.startswith(DEPS) and "/" not in rel[len(DEPS) :] else None
+        if wheel is None or rel == "PEX-INFO":
+            if rel != "PEX-INFO":
+                shutil.copyfile(os.path.join(src, rel), out)
+                shutil.copymode(os.path.join(src, rel), out)
+            continue
+        if wheel not in dists:
+            raise SystemExit(f"{src}: PEX-INFO lists no fingerprint for {wheel}")
+        removed = _strip_wheel_zip(os.path.join(src, rel), out, patterns, dists[wheel])
+        if removed:
+            dists[wheel] = new_fingerprint(dists[wheel], removed)
+            counts[wheel] = len(removed)
+    if max_install_jobs is not None:
+        pex_info["max_install_jobs"] = max_install_jobs
+    with open(os.path.join(dst, "PEX-INFO"), "wb") as f:
+        f.write(json.dumps(pex_info, sort_keys=True).encode())
+    return dict(sorted(counts.items()))
+
+
+def _files_under(root: str) -> List[str]:
+    found: List[str] = []
+    for here, dirs, files in os.walk(root):
+        dirs.sort()
+        found.extend(os.path.relpath(os.path.join(here, n), root) for n in sorted(files))
+    return [f.replace(os.sep, "/") for f in found]
+
+
+def _strip_wheel_zip(src: str, dst: str, patterns: Sequence[str], fingerprint: str) -> List[str]:
+    """Copies the wheel zip `src` to `dst` less the files `patterns` match; the paths removed."""
+    with zipfile.ZipFile(src) as zin:
+        infos = zin.infolist()
+        removed = [
+            i.filename
+            for i in infos
+            if not i.filename.endswith("/")
+            and i.filename != LAYOUT
+            and any(fnmatch.fnmatch(i.filename, p) for p in patterns)
+        ]
+        if not removed:
+            shutil.copyfile(src, dst)
+            return []
+        renamed = new_fingerprint(fingerprint, removed)
+        with zipfile.ZipFile(dst, "w") as zout:
+            for info in infos:
+                if info.filename in removed:
+                    continue
+                data = zin.read(info)
+                if info.filename == LAYOUT:  # packed wheels' layouts may not name it
+                    layout = json.loads(data)
+                    if "fingerprint" in layout:
+                        layout["fingerprint"] = renamed
+                        data = json.dumps(layout, sort_keys=True).encode()
+                zout.writestr(info, data, compress_type=info.compress_type)
+    return removed
 
 
 def main(argv: Sequence[str]) -> int:

@@ -114,3 +114,55 @@ def test_max_install_jobs_is_set_in_pex_info(pex, tmp_path):
 def test_usage_without_arguments(capsys):
     assert main([]) == 2
     assert "strip_pex <in.pex> <out.pex>" in capsys.readouterr().err
+
+
+def write_packed_pex(root: Path) -> None:
+    """A packed PEX as pex writes one: loose PEX-INFO, boot code and app sources, one zip per
+    wheel under `.deps/` (whose `.layout.json` names no fingerprint)."""
+    info = {"pex_hash": "a" * 40, "distributions": {WHEEL: "f" * 64, PURE: "e" * 64}}
+    (root / ".deps").mkdir(parents=True)
+    (root / "PEX-INFO").write_text(json.dumps(info))
+    (root / "__main__.py").write_text("# pex bootstrap\n")
+    (root / "__main__.py").chmod(0o755)
+    (root / ".bootstrap").write_bytes(b"PK boot zip stand-in")
+    (root / "imaging").mkdir()
+    (root / "imaging" / "app.pyx").write_text("# the app's own files are kept\n")
+    wheels = {
+        WHEEL: [
+            (".layout.json", b'{"stash_dir": ".prefix"}'),
+            ("cuda/bindings/driver.cpython-312-x86_64-linux-gnu.so", b"\x7fELF" * 64),
+            ("cuda/bindings/driver.pyx", b"# cython source\n" * 100),
+            ("cuda/bindings/driver.cpp", b"// generated\n" * 1000),
+        ],
+        PURE: [(".layout.json", b"{}"), ("cuda/pathfinder/__init__.py", b"x = 1\n")],
+    }
+    for wheel, entries in wheels.items():
+        with zipfile.ZipFile(root / ".deps" / wheel, "w") as z:
+            for name, data in entries:
+                info_ = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                z.writestr(info_, data, compress_type=zipfile.ZIP_DEFLATED)
+
+
+def test_a_packed_pex_is_stripped_wheel_by_wheel_and_the_rest_copied(tmp_path: Path) -> None:
+    src, out = tmp_path / "in" / "app.pex", tmp_path / "out" / "app.pex"
+    write_packed_pex(src)
+    assert strip(str(src), str(out), PATTERNS, max_install_jobs=-1) == {WHEEL: 2}
+    with zipfile.ZipFile(out / ".deps" / WHEEL) as z:
+        assert z.namelist() == [
+            ".layout.json",
+            "cuda/bindings/driver.cpython-312-x86_64-linux-gnu.so",
+        ]
+        assert json.loads(z.read(".layout.json")) == {"stash_dir": ".prefix"}
+    # an untouched wheel is the same file, so a by-hash transfer skips it
+    assert (out / ".deps" / PURE).read_bytes() == (src / ".deps" / PURE).read_bytes()
+    info = json.loads((out / "PEX-INFO").read_text())
+    removed = ["cuda/bindings/driver.pyx", "cuda/bindings/driver.cpp"]
+    assert info["distributions"] == {WHEEL: new_fingerprint("f" * 64, removed), PURE: "e" * 64}
+    assert info["pex_hash"] == "a" * 40 and info["max_install_jobs"] == -1
+    assert (out / "imaging" / "app.pyx").read_bytes() == (src / "imaging" / "app.pyx").read_bytes()
+    assert (out / "__main__.py").stat().st_mode & 0o111
+    again = tmp_path / "again" / "app.pex"
+    strip(str(src), str(again), PATTERNS, max_install_jobs=-1)
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() == (again / path.relative_to(out)).read_bytes(), path

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from pants.core.goals.package import PackageFieldSet
 
 from gpu_build.target_types import (
+    DeployBundleAppLayoutField,
     DeployBundleArchiveField,
     DeployBundleBinaryField,
     DeployBundleCapabilitiesField,
     DeployBundleCompletePlatformsField,
     DeployBundleDriverVersionField,
     DeployBundleInitCudaAtStartField,
+    DeployBundleJitFallbackField,
     DeployBundleKernelsField,
     DeployBundleOutputPathField,
     DeployBundleToolchainField,
@@ -35,6 +37,8 @@ class DeployBundleFieldSet(PackageFieldSet):
     complete_platforms: DeployBundleCompletePlatformsField
     archive: DeployBundleArchiveField
     init_cuda_at_start: DeployBundleInitCudaAtStartField
+    app_layout: DeployBundleAppLayoutField
+    jit_fallback: DeployBundleJitFallbackField
     output_path: DeployBundleOutputPathField
 
     @property

@@ -37,6 +37,7 @@ child (`gpu_runtime.driver.device`).
 from __future__ import annotations
 
 import hashlib
+from typing import Mapping
 
 from pants.backend.python.target_types import PexExecutionMode, PexExecutionModeField
 from pants.engine.target import Target
@@ -78,6 +79,41 @@ import runpy
 runpy.run_path(script, run_name="__main__")
 """
 
+# The identity the launcher checks (and keys the venv link by): a zipapp PEX's sha256, or for a
+# packed PEX directory the sha256 of its sorted `<path> <sha256>` lines. Defined once, as source:
+# the launcher runs it on the device, `pex_identity` runs it here on the build's digests.
+PEX_DIGEST_SOURCE = """\
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+def tree_sha256(files):
+    lines = sorted(f"{path} {sha}\\n" for path, sha in files)
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+def pex_digest(pex):
+    if not os.path.isdir(pex):
+        return file_sha256(pex)
+    files = []
+    for here, dirs, names in os.walk(pex):
+        for name in names:
+            path = os.path.join(here, name)
+            files.append((os.path.relpath(path, pex), file_sha256(path)))
+    return tree_sha256(files)
+"""
+
+
+def pex_identity(files: Mapping[str, str]) -> str:
+    """What the launcher's `pex_digest` gives for the PEX whose files are `files` ({path under
+    the PEX: sha256}; a zipapp is the one path "")."""
+    if set(files) == {""}:
+        return files[""]
+    namespace: dict = {"hashlib": hashlib, "os": None}
+    exec(PEX_DIGEST_SOURCE, namespace)
+    return namespace["tree_sha256"](files.items())
+
+
 _SCRIPT = """\
 #!/bin/sh
 # Runs {pex} of this bundle from pex's own venv of it (made under PEX_ROOT by its first run),
@@ -102,12 +138,10 @@ if [ ! -f "$venv/pex" ]; then
     "$python" - "$pex" "$venv" {sha256} <<'INSTALL' || status=$?
 import hashlib, os, subprocess, sys
 pex, venv, want = sys.argv[1:4]
-digest = hashlib.sha256()
-with open(pex, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-        digest.update(block)
-if digest.hexdigest() != want:
-    print(f"error: {{pex}} has sha256 {{digest.hexdigest()}}, not {{want}} as this bundle was "
+{pex_digest}
+got = pex_digest(pex)
+if got != want:
+    print(f"error: {{pex}} has sha256 {{got}}, not {{want}} as this bundle was "
           "built: it is damaged or was altered. Copy the bundle again; "
           "`python3 -m gpu_runtime verify` on it names what differs.", file=sys.stderr)
     sys.exit({tampered})
@@ -173,6 +207,7 @@ def launcher_script(pex_filename: str, pex_sha256: str, init_cuda: bool = True) 
         init_env=INIT_CUDA_ENV,
         prepare_env=PREPARE_ONLY_ENV,
         init=default,
+        pex_digest=PEX_DIGEST_SOURCE.rstrip("\n"),
     )
     return script.encode()
 

@@ -7,6 +7,7 @@ deploy_bundle_integration_test.py, on the bundle `pants package` builds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,7 +18,13 @@ import pytest
 from pants.backend.python.target_types import PexBinary
 from pants.engine.addresses import Address
 
-from gpu_build.util_rules.bundle_launcher import is_venv_mode, launcher_name, launcher_script
+from gpu_build.util_rules.bundle_launcher import (
+    TAMPERED_EXIT,
+    is_venv_mode,
+    launcher_name,
+    launcher_script,
+    pex_identity,
+)
 from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV, PREPARE_ONLY_ENV
 
 SHA = "ab" * 32
@@ -182,3 +189,47 @@ def test_prepare_only_makes_the_venv_compiles_it_and_runs_no_app(tmp_path: Path)
     calls.unlink()
     subprocess.run([str(launcher)], env=env, check=True, timeout=60)
     assert calls.read_text() == "-sE -c\n"  # the app's interpreter on the venv's pex
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_the_launcher_checks_the_pex_by_the_identity_the_build_computed(
+    tmp_path: Path, packed: bool
+) -> None:
+    """`pex_identity` (the build, from the digest's file hashes) and the launcher's own check
+    (on the device, from the files) are one formula: the right PEX passes the check, a changed
+    file of it (a packed PEX's module, a zipapp's byte) is refused before anything runs."""
+    bundle = tmp_path / "bundle"
+    pex = bundle / "app.pex"
+    if packed:
+        (pex / ".deps").mkdir(parents=True)
+        files = {
+            "PEX-INFO": b"{}",
+            "__main__.py": b"import sys; sys.exit(5)\n",
+            ".deps/numpy-2.2.6-cp312-cp312-manylinux_2_17_x86_64.whl": b"PK zip",
+            "imaging/app.py": b"print('app')\n",
+        }
+        for rel, data in files.items():
+            (pex / rel).parent.mkdir(parents=True, exist_ok=True)
+            (pex / rel).write_bytes(data)
+        changed = pex / "imaging" / "app.py"
+    else:
+        bundle.mkdir()
+        files = {"": b"import sys; sys.exit(5)\n"}
+        pex.write_bytes(files[""])
+        changed = pex
+    identity = pex_identity({rel: hashlib.sha256(d).hexdigest() for rel, d in files.items()})
+    launcher = bundle / "app"
+    launcher.write_bytes(launcher_script("app.pex", identity))
+    launcher.chmod(0o755)
+    env = dict(
+        os.environ, GPU_BUNDLE_VENVS=str(tmp_path / "venvs"), GPU_BUNDLE_PYTHON=sys.executable
+    )
+    # the right PEX passes the check; this stand-in then exits 5 where pex would print its venv
+    run = subprocess.run([str(launcher)], env=env, capture_output=True, text=True, timeout=60)
+    assert (
+        run.returncode != TAMPERED_EXIT and "damaged or was altered" not in run.stderr
+    ), run.stderr
+    with open(changed, "ab") as f:
+        f.write(b"\n")
+    run = subprocess.run([str(launcher)], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == TAMPERED_EXIT and "damaged or was altered" in run.stderr, run.stderr

@@ -1,6 +1,12 @@
-"""The bundle's app: its `pex_binary`, rebuilt for the device's complete platforms, with the
-build-only files of its wheels left out (`[gpu-bundle].strip_wheel_files`) and the number of
-processes its first run installs them with set (`[gpu-bundle].max_install_jobs`).
+"""The bundle's app: its `pex_binary`, rebuilt for the device's complete platforms in the
+bundle's `app_layout` (packed by default: each wheel one file), from the binary's sources less
+what only its kernels use (unless `jit_fallback`), with the build-only files of its wheels left
+out (`[gpu-bundle].strip_wheel_files`) and the number of processes its first run installs them
+with set (`[gpu-bundle].max_install_jobs`).
+
+Why the sources are chosen here and not by Pants' `pex_binary`: that PEX carries every kernel's
+source as JIT mode's index (`jit_index.py`), so one kernel edit changed `app.pex` and a deploy
+re-sent all of it (34.5 MB for a one-line saxpy change). The bundle ships those kernels compiled.
 
 The stripping is our stdlib-only `scripts/strip_pex.py`, run in a PEX as a hermetic process, like
 Pants' own Dockerfile parser: the PEX in, the stripped PEX out, cached like any process.
@@ -17,11 +23,18 @@ from pants.backend.python.goals.package_pex_binary import (
     PexFromTargetsRequestForBuiltPackage,
 )
 from pants.backend.python.subsystems.setup import PythonSetup
-from pants.backend.python.target_types import EntryPoint, PexCompletePlatformsField
+from pants.backend.python.target_types import EntryPoint, PexCompletePlatformsField, PexLayout
 from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
-from pants.core.goals.package import BuiltPackage, PackageFieldSet
+from pants.backend.python.util_rules.pex import Pex, PexRequest, VenvPex, VenvPexProcess
+from pants.backend.python.util_rules.pex_from_targets import PexFromTargetsRequest
+from pants.backend.python.util_rules.python_sources import (
+    PythonSourceFiles,
+    PythonSourceFilesRequest,
+    StrippedPythonSourceFiles,
+)
+from pants.engine.addresses import Address, Addresses
 from pants.engine.fs import (
+    AddPrefix,
     CreateDigest,
     Digest,
     DigestEntries,
@@ -31,12 +44,15 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.process import ProcessResult
-from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import Target, Targets
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import Dependencies, DependenciesRequest, Target, Targets
+from pants.util.frozendict import FrozenDict
 from pants.util.resources import read_resource
 
 from gpu_build.subsystems.bundle import GpuBundle
+from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
+from gpu_build.util_rules.bundle_launcher import pex_identity
 from gpu_spec.signature import PINNED_KEYS_FILE, pinned_keys_module_source
 
 SCRIPT = "strip_pex.py"
@@ -71,8 +87,8 @@ class StripPexRequest:
 
 @dataclass(frozen=True)
 class StrippedPex:
-    digest: Digest  # the PEX at the same path, executable
-    sha256: str
+    digest: Digest  # the PEX at the same path: one executable file, or a packed directory
+    files: FrozenDict[str, str]  # {path under the PEX ("" for a zipapp): sha256}
 
 
 @dataclass(frozen=True)
@@ -103,31 +119,42 @@ async def strip_tool(_: StripToolRequest, python_setup: PythonSetup) -> StripToo
 
 @rule(desc="Strip a bundle's app PEX")
 async def strip_pex(request: StripPexRequest, bundle: GpuBundle) -> StrippedPex:
-    if not bundle.strip_wheel_files and bundle.max_install_jobs == 1:  # pex's own PEX as it is
-        entries = await Get(DigestEntries, Digest, request.digest)
-        return StrippedPex(request.digest, _only_file(entries).file_digest.fingerprint)
-    tool = await Get(StripTool, StripToolRequest())
-    process = strip_process(
-        tool.pex,
-        request.digest,
-        request.path,
-        bundle.strip_wheel_files,
-        bundle.max_install_jobs,
-        request.target,
-    )
-    result = await Get(ProcessResult, process)
-    out = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
-    stripped = _only_file(await Get(DigestEntries, Digest, out))
-    digest = await Get(
-        Digest, CreateDigest([FileEntry(request.path, stripped.file_digest, is_executable=True)])
-    )
-    return StrippedPex(digest, stripped.file_digest.fingerprint)
+    digest = request.digest
+    if bundle.strip_wheel_files or bundle.max_install_jobs != 1:  # else pex's own PEX as it is
+        tool = await Get(StripTool, StripToolRequest())
+        process = strip_process(
+            tool.pex,
+            request.digest,
+            request.path,
+            bundle.strip_wheel_files,
+            bundle.max_install_jobs,
+            request.target,
+        )
+        result = await Get(ProcessResult, process)
+        digest = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
+    entries = await Get(DigestEntries, Digest, digest)
+    files = pex_files(request.path, entries)
+    if "" in files:  # a zipapp: the file is run as a program
+        digest = await Get(
+            Digest, CreateDigest([dataclasses.replace(entries[0], is_executable=True)])
+        )
+    return StrippedPex(digest, files)
 
 
-def _only_file(entries: DigestEntries) -> FileEntry:
-    files = [e for e in entries if isinstance(e, FileEntry)]
-    assert len(files) == 1, f"one PEX expected, got {[e.path for e in files]}"
-    return files[0]
+def pex_files(path: str, entries: DigestEntries) -> FrozenDict[str, str]:
+    """{path under the PEX at `path`: sha256}, "" naming a zipapp PEX (the file `path` itself)."""
+    files = {}
+    for entry in entries:
+        if not isinstance(entry, FileEntry):
+            continue
+        if entry.path == path:
+            files[""] = entry.file_digest.fingerprint
+        elif entry.path.startswith(f"{path}/"):
+            files[entry.path[len(path) + 1 :]] = entry.file_digest.fingerprint
+        else:
+            raise AssertionError(f"{entry.path}: not the PEX {path} nor under it")
+    assert files and ("" not in files or len(files) == 1), f"no PEX at {path}: {sorted(files)}"
+    return FrozenDict(sorted(files.items()))
 
 
 def bundle_binary(field_set: DeployBundleFieldSet, binaries: Targets) -> Target:
@@ -162,9 +189,10 @@ class DevicePexRequest:
 
 @dataclass(frozen=True)
 class DevicePex:
-    digest: Digest  # the PEX at `<output_dir>/<filename>`
+    digest: Digest  # the PEX at `<output_dir>/<filename>`: a file, or a packed directory
     filename: str  # `<binary target name>.pex`
-    sha256: str
+    files: FrozenDict[str, str]  # {path relative to the bundle directory: sha256}
+    identity: str  # what the launcher checks: `bundle_launcher.pex_identity`
 
 
 def pinned_keys_source(pinned_keys: Sequence[str]) -> FileContent:
@@ -177,39 +205,64 @@ def pinned_keys_source(pinned_keys: Sequence[str]) -> FileContent:
     return FileContent(PINNED_KEYS_FILE, pinned_keys_module_source(pinned_keys).encode())
 
 
+@dataclass(frozen=True)
+class AppSourcesRequest:
+    binary: Address
+
+
+@dataclass(frozen=True)
+class AppSources:
+    digest: Digest  # the app's modules and resources, source roots stripped (as in a PEX)
+
+
+@rule(desc="Find the app's sources, less what only its kernels use")
+async def app_sources(request: AppSourcesRequest) -> AppSources:
+    """The binary's transitive sources, without descending into `gpu_kernel` targets: a kernel's
+    source, JIT index and whatever only a kernel depends on (a header, a helper module) stay
+    out, so that editing them leaves the app PEX's bytes as they were."""
+    closure = {t.address: t for t in await Get(Targets, Addresses([request.binary]))}
+    frontier = list(closure.values())
+    while frontier:
+        found = await MultiGet(
+            Get(Targets, DependenciesRequest(t.get(Dependencies))) for t in frontier
+        )
+        new = {t.address: t for deps in found for t in deps if t.address not in closure}
+        frontier = [t for t in new.values() if not t.has_field(GpuKernelSourceField)]
+        closure.update((t.address, t) for t in frontier)
+    sources = await Get(PythonSourceFiles, PythonSourceFilesRequest(closure.values()))
+    stripped = await Get(StrippedPythonSourceFiles, PythonSourceFiles, sources)
+    return AppSources(stripped.stripped_source_files.snapshot.digest)
+
+
 @rule
 async def device_pex(request: DevicePexRequest) -> DevicePex:
     field_set, binary = request.field_set, request.binary
     pex_field_set = device_pex_field_set(field_set, binary)
-    if request.pinned_keys:
-        # Pants' own pex_binary request, with the pinned keys added to its sources (a module
-        # of the same name in the app's own sources is a merge conflict, not a silent pick).
-        built = await Get(PexFromTargetsRequestForBuiltPackage, PexBinaryFieldSet, pex_field_set)
-        keys = await Get(Digest, CreateDigest([pinned_keys_source(request.pinned_keys)]))
-        if built.request.additional_sources:
-            keys = await Get(Digest, MergeDigests([built.request.additional_sources, keys]))
-        with_keys = dataclasses.replace(built.request, additional_sources=keys)
-        package = await Get(
-            BuiltPackage,
-            PexFromTargetsRequestForBuiltPackage,
-            PexFromTargetsRequestForBuiltPackage(with_keys),
-        )
-    else:
-        package = await Get(BuiltPackage, PackageFieldSet, pex_field_set)
-    entries = await Get(DigestEntries, Digest, package.digest)
-    files = [e for e in entries if isinstance(e, FileEntry)]
-    if len(files) != 1:
-        raise DeployBundleError(
-            f"The binary {binary.address} of {field_set.address} must build one PEX file (not a "
-            f"packed or loose directory layout), got {[e.path for e in files]}."
-        )
+    built = await Get(PexFromTargetsRequestForBuiltPackage, PexBinaryFieldSet, pex_field_set)
+    sources = [built.request.additional_sources] if built.request.additional_sources else []
+    if request.pinned_keys:  # a module of the same name in the app's sources: a merge conflict
+        sources.append(await Get(Digest, CreateDigest([pinned_keys_source(request.pinned_keys)])))
+    include_source_files = built.request.include_source_files
+    if include_source_files and not field_set.jit_fallback.value:
+        sources.append((await Get(AppSources, AppSourcesRequest(binary.address))).digest)
+        include_source_files = False  # they are in `sources`, less the kernels'
     filename = f"{binary.address.target_name}.pex"
     path = f"{field_set.output_dir}/{filename}"
-    digest = await Get(
-        Digest, CreateDigest([FileEntry(path, files[0].file_digest, is_executable=True)])
+    pex = await Get(
+        Pex,
+        PexFromTargetsRequest,
+        dataclasses.replace(
+            built.request,
+            output_filename=filename,
+            layout=PexLayout(field_set.app_layout.value),
+            include_source_files=include_source_files,
+            additional_sources=await Get(Digest, MergeDigests(sources)) if sources else None,
+        ),
     )
-    stripped = await Get(StrippedPex, StripPexRequest(digest, path, str(field_set.address)))
-    return DevicePex(stripped.digest, filename, stripped.sha256)
+    placed = await Get(Digest, AddPrefix(pex.digest, field_set.output_dir))
+    stripped = await Get(StrippedPex, StripPexRequest(placed, path, str(field_set.address)))
+    files = {f"{filename}/{rel}" if rel else filename: sha for rel, sha in stripped.files.items()}
+    return DevicePex(stripped.digest, filename, FrozenDict(files), pex_identity(stripped.files))
 
 
 def rules():

@@ -90,6 +90,16 @@ def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
     return sorted(out, key=lambda line: not line.startswith("missing: "))
 
 
+def app_summary(bundle_files: "dict[str, str]") -> str:
+    """The app's files in a few words: a packed PEX directory is one item with its file count."""
+    counts: "dict[str, int]" = {}
+    for path in bundle_files:
+        top, sep, _ = path.partition("/")
+        key = f"{top}/" if sep else top
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} ({n} files)" if k.endswith("/") else k for k, n in counts.items())
+
+
 def run(args: argparse.Namespace) -> int:
     from gpu_runtime.bundle.manifest import open_bundle_manifest
     from gpu_runtime.errors import GpuRuntimeError
@@ -128,6 +138,6 @@ def run(args: argparse.Namespace) -> int:
         )
         return NOT_VERIFIED
     else:
-        apps = ", ".join(manifest.bundle_files) or "no app files listed"
+        apps = app_summary(manifest.bundle_files) or "no app files listed"
         print(f"OK: {name}: {len(digests)} files match the manifest ({apps}); {trust}")
     return 1 if problems else 0
