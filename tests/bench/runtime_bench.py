@@ -397,6 +397,11 @@ def fresh_runs(ways: dict, work: str, n: int = 3) -> dict:
     return {"s": times, "bytes": sizes}
 
 
+def size(pex: str) -> int:
+    """Bytes of a PEX: a zipapp file, or a packed directory (deploy_bundle's default)."""
+    return tree_bytes(pex) if os.path.isdir(pex) else os.path.getsize(pex)
+
+
 def tree_bytes(top: str) -> int:
     return sum(
         os.lstat(os.path.join(d, f)).st_size for d, _, files in os.walk(top) for f in files
@@ -522,11 +527,11 @@ def main() -> None:
     write_probes(work)
     in_launcher = dict(base, GPU_BUNDLE_PYTHON=py, GPU_BUNDLE_VENVS=os.path.join(work, "venvs"))
     ways = {
-        f"the PEX ({os.path.getsize(pex) >> 20} MiB)": ([py, pex], base),
+        f"the PEX ({size(pex) >> 20} MiB)": ([py, pex], base),
         "the launcher": ([launcher], in_launcher),
     }
     if a.baseline_pex:  # the same app built another way (e.g. [gpu-bundle].strip_wheel_files=[])
-        whole = f"the PEX, {a.baseline_label} ({os.path.getsize(a.baseline_pex) >> 20} MiB)"
+        whole = f"the PEX, {a.baseline_label} ({size(a.baseline_pex) >> 20} MiB)"
         cache = os.path.abspath(os.path.join(a.bundle, "cache"))  # the bundle's, not beside it
         ways[whole] = ([py, a.baseline_pex], dict(base, GPU_RUNTIME_CACHE=cache))
     firsts = fresh_runs(ways, work)

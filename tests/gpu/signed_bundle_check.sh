@@ -37,8 +37,12 @@ python3 --version
 step "1. signed, key pinned into app.pex"
 cat "$bundle/cache/manifest.json.sig" || failed=1
 python3 - "$bundle/app.pex" <<'PY' || failed=1
-import json, sys, zipfile
-keys = zipfile.ZipFile(sys.argv[1]).read("gpu_bundle_pinned_keys.py").decode()
+import os, sys, zipfile
+name, pex = "gpu_bundle_pinned_keys.py", sys.argv[1]
+if os.path.isdir(pex):  # packed (deploy_bundle's default app_layout)
+    keys = open(os.path.join(pex, name)).read()
+else:
+    keys = zipfile.ZipFile(pex).read(name).decode()
 print("pinned:", keys)
 PY
 

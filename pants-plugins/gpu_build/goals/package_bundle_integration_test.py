@@ -276,8 +276,9 @@ def test_a_kernel_edit_leaves_the_app_and_an_app_edit_leaves_its_wheels(bundles:
     kernel, app = bundles.repo / APP / "kernels" / "saxpy.py", bundles.repo / APP / "app.py"
     originals = {kernel: kernel.read_text(), app: app.read_text()}
 
-    def package_after(path: Path, line: str) -> dict[str, str]:
-        path.write_text(path.read_text() + line)
+    def package_after(path: Path, old: str, new: str) -> dict[str, str]:
+        assert old in path.read_text(), path
+        path.write_text(path.read_text().replace(old, new))
         run_pants(
             bundles.repo, ["package", f"{APP}:imaging_h200"], local_store=bundles.store
         ).check()
@@ -285,8 +286,11 @@ def test_a_kernel_edit_leaves_the_app_and_an_app_edit_leaves_its_wheels(bundles:
 
     try:
         before = tree_digests(dist)
-        after_kernel = package_after(kernel, "\n# edited: a kernel\n")
-        after_app = package_after(app, "\n# edited: the app\n")
+        # a change of code (a comment alone changes only the manifest's source sha256)
+        after_kernel = package_after(kernel, "a * x[i] + y[i]", "y[i] + a * x[i]")
+        after_app = package_after(
+            app, "def main(", "def unused() -> None:\n    pass\n\n\ndef main("
+        )
     finally:
         for path, text in originals.items():
             path.write_text(text)
