@@ -289,10 +289,12 @@ class GpuKernelTarget(Target):
 
         Kernels may also call `cuda.declare_device(..., link="functions.cu")` or use
         `@cuda.jit(link=[...])`: the linked `.cu`/`.ptx` files are compiled and linked in the
-        same process and inferred as dependencies, and so are the headers they include
-        (also through `{GpuKernelIncludeDirsField.alias}`). A CUDA C++ (`.cu`) source is
-        compiled by NVRTC: `extern "C" __global__` kernels are found by name, templates are
-        instantiated through `{GpuKernelNameExpressionsField.alias}`.
+        same process and inferred as dependencies, and so are the headers they include (also
+        through `{GpuKernelIncludeDirsField.alias}` and through numba's
+        `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` where the module sets it from `__file__` and
+        literal paths, as numba's docs do). A CUDA C++ (`.cu`) source is compiled by NVRTC:
+        `extern "C" __global__` kernels are found by name, templates are instantiated through
+        `{GpuKernelNameExpressionsField.alias}`.
 
         BUILD (`./pants package path/to:saxpy`; a `deploy_bundle` collects kernels for
         devices):
