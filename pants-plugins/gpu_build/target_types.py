@@ -161,9 +161,13 @@ class GpuKernelIncludeDirsField(StringSequenceField):
     default = ()
     help = help_text(
         """
-        Include directories for a `.cu` source, relative to the BUILD file's directory
-        (NVRTC `-I`). The headers' owners (e.g. a `files` target) are inferred from the
-        `#include`s, which are also looked up in these directories.
+        Include directories, relative to the BUILD file's directory (NVRTC `-I`): for a
+        `.cu` source, and for a numba `.py` source, of the CUDA C++ files its kernels link
+        (`@cuda.jit(link=[...])`, `cuda.declare_device(..., link=...)`), searched before the
+        directories of numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS`. The headers' owners
+        (e.g. a `resources` or `files` target) are inferred from the `#include`s, which are
+        also looked up in these directories. Every directory must be an input of the compile:
+        one outside the repository is refused.
         """
     )
 
@@ -219,9 +223,9 @@ class GpuKernelOutputPathField(OutputPathField):
     )
 
 
+# `include_dirs` is not among them: on a numba source it applies to the `.cu` files it links.
 _CUDA_CPP_ONLY_FIELDS = (
     GpuKernelDefinesField,
-    GpuKernelIncludeDirsField,
     GpuKernelNameExpressionsField,
 )
 
@@ -285,9 +289,12 @@ class GpuKernelTarget(Target):
 
         Kernels may also call `cuda.declare_device(..., link="functions.cu")` or use
         `@cuda.jit(link=[...])`: the linked `.cu`/`.ptx` files are compiled and linked in the
-        same process and inferred as dependencies. A CUDA C++ (`.cu`) source is compiled by
-        NVRTC: `extern "C" __global__` kernels are found by name, templates are instantiated
-        through `{GpuKernelNameExpressionsField.alias}`.
+        same process and inferred as dependencies, and so are the headers they include (also
+        through `{GpuKernelIncludeDirsField.alias}` and through numba's
+        `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` where the module sets it from `__file__` and
+        literal paths, as numba's docs do). A CUDA C++ (`.cu`) source is compiled by NVRTC:
+        `extern "C" __global__` kernels are found by name, templates are instantiated through
+        `{GpuKernelNameExpressionsField.alias}`.
 
         BUILD (`./pants package path/to:saxpy`; a `deploy_bundle` collects kernels for
         devices):

@@ -27,6 +27,7 @@ from gpu_build.target_types import (
     DeployBundleDriverVersionField,
     DeployBundleTarget,
     GpuKernelCapabilitiesField,
+    GpuKernelIncludeDirsField,
     GpuKernelPtxVersionField,
     GpuKernelSourceField,
     GpuKernelTarget,
@@ -200,7 +201,6 @@ def test_ptx_version_exactly_the_minimum_is_fine(rule_runner: RuleRunner) -> Non
     "field, value",
     [
         ("defines", '["N=4"]'),
-        ("include_dirs", '["."]'),
         ("name_expressions", '["k<float>"]'),
     ],
 )
@@ -213,6 +213,12 @@ def test_cuda_cpp_only_fields_refused_on_numba_source(
     assert "src:k" in message
     assert f"`{field}`" in message
     assert ".cu" in message
+
+
+def test_include_dirs_accepted_on_numba_source(rule_runner: RuleRunner) -> None:
+    """They apply to the CUDA C++ files the numba source links."""
+    tgt = kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", include_dirs=["inc"])')
+    assert tgt[GpuKernelIncludeDirsField].value == ("inc",)
 
 
 def test_cuda_cpp_only_fields_accepted_on_cu_source(rule_runner: RuleRunner) -> None:
@@ -231,10 +237,13 @@ def test_cuda_cpp_only_fields_accepted_on_cu_source(rule_runner: RuleRunner) -> 
     assert tgt[GpuKernelSourceField].value == "k.cu"
 
 
+@pytest.mark.parametrize("source", ["k.cu", "k.py"])
 @pytest.mark.parametrize("bad", ["/usr/local/cuda/include", "../..", "../../etc"])
-def test_include_dirs_outside_the_repository_refused(rule_runner: RuleRunner, bad: str) -> None:
+def test_include_dirs_outside_the_repository_refused(
+    rule_runner: RuleRunner, bad: str, source: str
+) -> None:
     with pytest.raises(ExecutionError) as excinfo:
-        kernel(rule_runner, f'gpu_kernel(name="k", source="k.cu", include_dirs=["{bad}"])')
+        kernel(rule_runner, f'gpu_kernel(name="k", source="{source}", include_dirs=["{bad}"])')
     message = error_message(excinfo)
     assert "src:k" in message and repr(bad) in message and "outside the repository" in message
 

@@ -7,6 +7,10 @@ that own that file. Headers and helper modules are usually owned by `files` targ
 nothing of their own, so the kernel's rule follows their references too, transitively: every file
 the compile reads becomes a dependency of the kernel, and so lands in its sandbox.
 
+The `.cu` files a numba source links find `#include <...>` in the target's `include_dirs` and in
+the directories the module puts in numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS`
+(`gpu_build.dependency_inference.search_paths`): both are searched for their headers.
+
 Ambiguous owners warn and are skipped (unless `!` ignores leave one), through Pants' own helpers.
 A reference with no owner is reported per `[gpu-toolchains].unowned_dependency_behavior` when its
 file exists but no target owns it, or when it should exist: a quoted include, a relative import,
@@ -49,6 +53,7 @@ from gpu_build.dependency_inference.references import (
     parse_includes,
     parse_links,
 )
+from gpu_build.dependency_inference.search_paths import parse_search_paths
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import (
     GpuKernelDependenciesField,
@@ -97,6 +102,30 @@ async def file_references(request: FileReferencesRequest) -> FileReferences:
             parse_imports(request.path, text, request.source_root) + parse_links(request.path, text)
         )
     return FileReferences(parse_includes(request.path, text, request.include_dirs))
+
+
+@dataclass(frozen=True)
+class IncludeDirsRequest:
+    source: str  # the kernel's
+    spec_path: str  # its BUILD file's directory
+    include_dirs: tuple[str, ...]  # the target's field, relative to spec_path
+
+
+class IncludeDirs(Collection[str]):
+    """Where `#include <...>` looks, build-root relative, in the compiler's order."""
+
+
+@rule(level=LogLevel.DEBUG)
+async def include_dirs_of(request: IncludeDirsRequest) -> IncludeDirs:
+    """The target's `include_dirs` (build-root relative, as KernelCompileOptions gives them to
+    the compiler); for a numba source (whose linked `.cu` files they serve), then the
+    directories it puts in numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS."""
+    own = tuple(os.path.normpath(os.path.join(request.spec_path, d)) for d in request.include_dirs)
+    if not request.source.endswith(".py"):
+        return IncludeDirs(own)
+    contents = await Get(DigestContents, PathGlobs([request.source]))
+    text = contents[0].content.decode(errors="replace") if contents else ""
+    return IncludeDirs(dict.fromkeys((*own, *parse_search_paths(request.source, text))))
 
 
 @dataclass(frozen=True)
@@ -238,18 +267,17 @@ async def infer_gpu_kernel_dependencies(
     field_set = request.field_set
     address = field_set.address
     source = field_set.source.file_path
-    explicit, source_root = await MultiGet(
+    explicit, source_root, include_dirs = await MultiGet(
         Get(ExplicitlyProvidedDependencies, DependenciesRequest(field_set.dependencies)),
         Get(SourceRoot, SourceRootRequest, SourceRootRequest.for_file(source)),
-    )
-    # Build-root relative, as KernelCompileOptions gives them to the compiler.
-    include_dirs = tuple(
-        os.path.normpath(os.path.join(address.spec_path, d))
-        for d in field_set.include_dirs.value or ()
+        Get(
+            IncludeDirs,
+            IncludeDirsRequest(source, address.spec_path, field_set.include_dirs.value or ()),
+        ),
     )
     resolved = await Get(
         KernelReferences,
-        KernelReferencesRequest(source, include_dirs, source_root.path, explicit),
+        KernelReferencesRequest(source, tuple(include_dirs), source_root.path, explicit),
     )
     unowned = [res for res in resolved if not res.owners]
     first_party = await MultiGet(

@@ -278,3 +278,107 @@ def test_ignored_inferred_dependency(rule_runner: RuleRunner) -> None:
     )
     # An ignored header is not in the sandbox, so what it includes is not followed either.
     assert dependencies(rule_runner) == []
+
+
+# numba's docs, ex_extra_search_paths: the linked saxpy.cu finds <mul.cuh> and <add.cuh> through
+# the directories the module puts in numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS.
+EXTRA_SEARCH_PATHS = {
+    f"{K}/k.py": dedent(
+        """\
+        import os
+
+        from numba import cuda
+        from numba.cuda import config
+
+        basedir = os.path.dirname(os.path.abspath(__file__))
+        mul_dir = os.path.join(basedir, "ffi", "include")
+        saxpy_cu = os.path.join(basedir, "ffi", "saxpy.cu")
+        add_dir = os.path.join(basedir, "data", "include")
+        includedir = ":".join([mul_dir, add_dir])
+        config.CUDA_NVRTC_EXTRA_SEARCH_PATHS = includedir
+        sig = "float32(float32, float32, float32)"
+        saxpy = cuda.declare_device("saxpy", sig=sig, link=saxpy_cu)
+        """
+    ),
+    f"{K}/ffi/saxpy.cu": "#include <add.cuh>\n#include <mul.cuh>\n#include <cuda_fp16.h>\n",
+    f"{K}/ffi/include/mul.cuh": "\n",
+    f"{K}/data/include/add.cuh": "\n",
+}
+
+
+def test_numba_search_paths_find_the_headers_a_linked_cu_includes(
+    rule_runner: RuleRunner, caplog
+) -> None:
+    rule_runner.write_files(
+        {
+            **EXTRA_SEARCH_PATHS,
+            f"{K}/BUILD": dedent(
+                """\
+                gpu_kernel(name="k", source="k.py")
+                files(name="cu", sources=["ffi/*.cu"])
+                files(name="headers", sources=["ffi/include/*.cuh", "data/include/*.cuh"])
+                """
+            ),
+        }
+    )
+    with caplog.at_level(logging.WARNING):
+        assert dependencies(rule_runner) == [
+            f"{K}/data/include/add.cuh:../../headers",
+            f"{K}/ffi/include/mul.cuh:../../headers",
+            f"{K}/ffi/saxpy.cu:../cu",
+        ]
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]  # cuda_fp16.h: none
+
+
+def test_include_dirs_of_a_numba_source_serve_the_cu_it_links(rule_runner: RuleRunner) -> None:
+    without_config = EXTRA_SEARCH_PATHS[f"{K}/k.py"].replace(
+        "config.CUDA_NVRTC_EXTRA_SEARCH_PATHS = includedir\n", ""
+    )
+    rule_runner.write_files(
+        {
+            **EXTRA_SEARCH_PATHS,
+            f"{K}/k.py": without_config,
+            f"{K}/BUILD": dedent(
+                """\
+                gpu_kernel(name="k", source="k.py", include_dirs=["ffi/include"])
+                files(name="cu", sources=["ffi/*.cu"])
+                files(name="headers", sources=["ffi/include/*.cuh", "data/include/*.cuh"])
+                """
+            ),
+        }
+    )
+    # add.cuh is in no directory searched: not inferred (the compile names it if it is needed).
+    assert dependencies(rule_runner) == [
+        f"{K}/ffi/include/mul.cuh:../../headers",
+        f"{K}/ffi/saxpy.cu:../cu",
+    ]
+
+
+def test_a_search_path_header_with_two_owners_warns_and_is_skipped(
+    rule_runner: RuleRunner, caplog
+) -> None:
+    rule_runner.write_files(
+        {
+            **EXTRA_SEARCH_PATHS,
+            f"{K}/BUILD": dedent(
+                """\
+                gpu_kernel(name="k", source="k.py")
+                files(name="cu", sources=["ffi/*.cu"])
+                files(name="headers", sources=["ffi/include/*.cuh", "data/include/*.cuh"])
+                files(name="more", sources=["data/include/*.cuh"])
+                """
+            ),
+        }
+    )
+    with caplog.at_level(logging.WARNING):
+        assert dependencies(rule_runner) == [
+            f"{K}/ffi/include/mul.cuh:../../headers",
+            f"{K}/ffi/saxpy.cu:../cu",
+        ]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert f"The target {K}:k refers to <add.cuh> ({K}/ffi/saxpy.cu, line 1)" in warnings[0]
+    assert (
+        f"['{K}/data/include/add.cuh:../../headers', '{K}/data/include/add.cuh:../../more']"
+        in warnings[0]
+    )

@@ -69,6 +69,7 @@ def _stage_numba(
         options.fast_math,
         options.lineinfo,
         options.sandbox_root,
+        include_dirs=tuple(options.include_dirs),
         taken=tuple("%s.%s" % (k.module_name, x) for k in compiled for x in ("ptx", "cubin")),
     )
     staged = [

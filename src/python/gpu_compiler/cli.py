@@ -98,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--lineinfo", action="store_true")
     c.add_argument("--max-registers", type=_max_registers, default=None, metavar="N")
     c.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help=".cu only")
-    c.add_argument("--include-dir", action="append", default=[], metavar="DIR", help=".cu only")
+    c.add_argument(
+        "--include-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a .cu source's, or the .cu files a .py source links",
+    )
     c.add_argument(
         "--name-expression",
         action="append",

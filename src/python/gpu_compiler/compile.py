@@ -73,9 +73,9 @@ def _validate_options(
     if language == LANG_NUMBA:
         extra = [
             n
+            # include_dirs apply to the CUDA C++ files a numba source links (numba.links)
             for n, v in (
                 ("defines", options.defines),
-                ("include_dirs", options.include_dirs),
                 ("name_expressions", options.name_expressions),
             )
             if v

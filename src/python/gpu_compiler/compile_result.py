@@ -23,9 +23,10 @@ from gpu_spec.metadata import METADATA_FILE, METADATA_SCHEMA_VERSION
 class CompileOptions:
     """Compiler options. ``sys_path`` only affects how numba sources import.
 
-    ``defines``, ``include_dirs`` and ``name_expressions`` apply to ``.cu``
-    sources only; passing them for a ``.py`` source is an error rather than
-    silently ignored.
+    ``defines`` and ``name_expressions`` apply to ``.cu`` sources only; passing
+    them for a ``.py`` source is an error rather than silently ignored.
+    ``include_dirs`` apply to a ``.cu`` source and, for a ``.py`` source, to the
+    CUDA C++ files its kernels link (before numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS).
 
     ``sandbox_root`` makes the compile hermetic: every file it reads (headers,
     imported modules) must resolve inside that directory ("." = the working

@@ -59,7 +59,7 @@ def open_cache(
             from gpu_runtime.jit.cache import JitKernelCache
             from gpu_runtime.jit.store import JitCacheError
 
-            known = [lib.name for lib in manifest.libraries]
+            known = {lib.name: lib.kernel_names() for lib in manifest.libraries}
             try:
                 jit = JitKernelCache(sources, backend, prefer=prefer, known_elsewhere=known)
             except JitCacheError as e:  # the bundle still runs; only its gaps are not filled

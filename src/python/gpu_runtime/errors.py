@@ -58,6 +58,11 @@ class KernelNotFoundError(GpuRuntimeError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class AmbiguousKernelError(KernelNotFoundError):
+    """A bare kernel name that several libraries define: the message lists "library.kernel"
+    for each. JIT mode never compiles its way out of it (its libraries would define it too)."""
+
+
 class DispatchError(GpuRuntimeError, TypeError):
     """The launch arguments match none of a kernel's signatures, or cannot be converted."""
 

@@ -23,6 +23,7 @@ from gpu_runtime.bundle.lookup import (
 )
 from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import (
+    AmbiguousKernelError,
     IncompleteBundleError,
     KernelNotFoundError,
     NoCompatibleVariantError,
@@ -171,13 +172,24 @@ class KernelCache:
             return compiled
         try:
             k = self._own_kernel(name, library)
+        except AmbiguousKernelError:
+            raise  # JIT mode's libraries define it as well: never a compile
+        except (KernelNotFoundError, NoCompatibleVariantError) as e:
+            self._log_jit(name, e)
+            compiled = self._compiled[(name, library)] = self._jit.kernel(name, library)
+            return compiled
+        try:
             if k.library in self._jit.libraries():
                 self.choice(k.library)  # raises when no variant fits this GPU
             return k
-        except (KernelNotFoundError, NoCompatibleVariantError) as e:
-            log.info("gpu_runtime: %s: %s; JIT mode compiles it", name, str(e).split("\n")[0])
-            compiled = self._compiled[(name, library)] = self._jit.kernel(name, library)
+        except NoCompatibleVariantError as e:
+            self._log_jit(name, e)  # the bundle decided the library: JIT compiles that one
+            compiled = self._compiled[(name, library)] = self._jit.kernel(k.name, k.library)
             return compiled
+
+    @staticmethod
+    def _log_jit(name: str, e: Exception) -> None:
+        log.info("gpu_runtime: %s: %s; JIT mode compiles it", name, str(e).split("\n")[0])
 
     def _discover(self, name: str, library: Optional[str]) -> None:
         """Hook for JIT mode: make `name` known (compile sources) before lookup."""

@@ -47,6 +47,8 @@ class PartCompiler:
     fast_math: bool
     lineinfo: bool
     sandbox_root: Optional[str]
+    # the target's `include_dirs` (build-root relative): searched by linked .cu files first
+    include_dirs: Tuple[str, ...] = ()
     taken: Tuple[str, ...] = ()  # output file names already used (the modules')
 
     def __post_init__(self) -> None:
@@ -159,27 +161,38 @@ class PartCompiler:
         )
 
     def _search_paths(self) -> List[str]:
-        """numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` (":"-separated), as the docs set it in
-        the kernel module (or $NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS): where a linked file's
-        `#include <...>` looks. Each directory is made relative to the working directory (the
-        compile's inputs) and must be inside them: the headers are inputs like any other."""
+        """Where a linked file's `#include <...>` looks: the target's `include_dirs`, then
+        numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` (":"-separated), as the docs set it in
+        the kernel module (or $NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS). Each directory is made
+        relative to the working directory (the compile's inputs) and must be inside them: the
+        headers are inputs like any other."""
         from numba.cuda import config
 
         value = getattr(config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or ""
+        named = [(_TARGET_DIRS, d) for d in self.include_dirs] + [
+            (_NUMBA_PATHS, e) for e in str(value).split(":") if e
+        ]
         sandbox = Sandbox(self.sandbox_root)
         out: List[str] = []
-        for entry in (e for e in str(value).split(":") if e):
+        for (what, where), entry in named:
             if sandbox.confined and not sandbox.inside(entry):
                 raise CompileError(
-                    "%s: error: numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS names %s, outside the "
-                    "compile's inputs (%s); fix: keep the headers in the repository, in a "
-                    "directory computed from the module's __file__, and add their target to "
-                    "the kernel's `dependencies`" % (self.source_path, entry, sandbox.where(entry)),
+                    "%s: error: %s names %s, outside the compile's inputs (%s); fix: keep the "
+                    "headers in the repository, in a directory %s, and add their target to "
+                    "the kernel's `dependencies` (or let inference find it)"
+                    % (self.source_path, what, entry, sandbox.where(entry), where),
                     source=self.source_path,
                 )
             rel = os.path.relpath(os.path.abspath(entry))
-            out.append(rel if not rel.startswith("..") else os.path.abspath(entry))
+            path = rel if not rel.startswith("..") else os.path.abspath(entry)
+            if path not in out:
+                out.append(path)
         return out
+
+
+# (what names the directory, where the fix puts it)
+_TARGET_DIRS = ("the target's `include_dirs`", "relative to the BUILD file")
+_NUMBA_PATHS = ("numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS", "computed from the module's __file__")
 
 
 def _in_toolchain(path: str) -> bool:

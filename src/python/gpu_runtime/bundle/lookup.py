@@ -3,14 +3,15 @@
 Kernel names may themselves contain dots or templates ("matmul<float, 16>"), so a name is first
 looked up as a kernel name in every library; only if no library has it is a "library." prefix
 tried. A miss names close matches and every kernel; an ambiguous name lists the qualified
-spellings to use instead.
+spellings to use instead. One rule for a bundle and for JIT mode (`gpu_runtime.jit.cache`), which
+compiles the libraries a lookup needs (`readings`) and then resolves through `resolve_name`.
 """
 
 from __future__ import annotations
 
 from typing import List, Mapping, Optional, Sequence, Tuple
 
-from gpu_runtime.errors import KernelNotFoundError
+from gpu_runtime.errors import AmbiguousKernelError, KernelNotFoundError
 from gpu_spec.manifest.model import Library
 
 
@@ -33,6 +34,12 @@ def check_name(name: object, what: str = "kernel") -> None:
         )
 
 
+def readings(name: str) -> List[Tuple[str, str]]:
+    """Each (library, kernel) that a dotted name can mean as "library.kernel", shortest
+    library first ("a.b.c": ("a", "b.c"), ("a.b", "c"))."""
+    return [(name[:i], name[i + 1 :]) for i, ch in enumerate(name) if ch == "."]
+
+
 def no_library(name: str, listed: Sequence[str], origin: str) -> KernelNotFoundError:
     return KernelNotFoundError(
         f"no library {name!r} in {origin}; libraries: {', '.join(listed) or 'none'}"
@@ -48,7 +55,8 @@ def resolve_name(
 ) -> Optional[Tuple[str, str]]:
     """(library, kernel) for `name`, None if no library has it.
 
-    KernelNotFoundError if `library` is unknown or lacks `name`, or if `name` is ambiguous.
+    KernelNotFoundError if `library` is unknown or lacks `name`; AmbiguousKernelError (one)
+    if `name` is a kernel of several libraries.
     `origin` (where the kernels come from) and `listed` (the library names to offer) are for
     the messages.
     """
@@ -67,14 +75,13 @@ def resolve_name(
         return hits[0], name
     if len(hits) > 1:
         cands = ", ".join(f"{h}.{name}" for h in sorted(hits))
-        raise KernelNotFoundError(
+        raise AmbiguousKernelError(
             f"kernel name {name!r} is ambiguous in {origin}: use one of {cands}"
         )
-    for i, ch in enumerate(name):
-        if ch == ".":
-            lib = libraries.get(name[:i])
-            if lib is not None and name[i + 1 :] in lib.kernel_names():
-                return lib.name, name[i + 1 :]
+    for lib_name, kernel in readings(name):
+        lib = libraries.get(lib_name)
+        if lib is not None and kernel in lib.kernel_names():
+            return lib.name, kernel
     return None
 
 

@@ -5,6 +5,13 @@ compiled for this device's capability by the same command as the build step
 (`gpu_runtime.jit.compiler`), under a key of its exact inputs (`gpu_runtime.jit.key`), into the
 per-user store (`gpu_runtime.jit.store`), and then loaded like a bundle's variant.
 
+A lookup is decided as in a bundle (`gpu_runtime.bundle.lookup.resolve_name`), over every
+library that can hold the name, so compiling lazily never changes what a name means: `library=`
+or a "library.kernel" name compiles that one library; a bare name compiles each library not
+compiled yet (the JIT cache makes that a hit after the first run), since a kernel of that name in
+any two of them makes it ambiguous, refused with the qualified names to use. A library a bundle
+already has is compiled only when the bundle lists that kernel in it.
+
 Opening it reads $GPU_RUNTIME_JIT_CACHE_SIZE and checks that the store is writable, so a bad
 setting or a read-only cache is one line at start-up, never a traceback after a compile. Each
 entry this process uses is held (`JitStore.hold`) from before its look-up until the process
@@ -19,6 +26,7 @@ import threading
 import time
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from gpu_runtime.bundle.lookup import readings
 from gpu_runtime.errors import manifest_errors
 from gpu_runtime.jit.compiler import (
     Compiler,
@@ -66,7 +74,7 @@ class JitKernelCache(KernelCache):
         store: Optional[JitStore] = None,
         prefer: Optional[str] = None,
         compiler: Optional[Callable[[], Optional[Compiler]]] = None,
-        known_elsewhere: Sequence[str] = (),
+        known_elsewhere: Optional[Mapping[str, Sequence[str]]] = None,
     ) -> None:
         self._bound = cache_bound()  # a bad setting fails here, before any compile
         self._store = store or JitStore()
@@ -82,8 +90,8 @@ class JitKernelCache(KernelCache):
         self._find_compiler = compiler or find_compiler
         self._compile_lock = threading.Lock()
         self._library_origin: Dict[str, str] = {}
-        # Libraries a bundle has already (their kernel names are known there): searched last.
-        self._known_elsewhere = frozenset(known_elsewhere)
+        # Libraries a bundle has already, with the kernel names it lists for them.
+        self._known_elsewhere = {k: frozenset(v) for k, v in (known_elsewhere or {}).items()}
 
     def _describe_origin(self) -> str:
         return f"JIT mode ({len(self._sources)} kernel targets, cache {self._store.root})"
@@ -111,27 +119,21 @@ class JitKernelCache(KernelCache):
             self._compile_library(name)
         return super().kernel_names()
 
-    def _found(self, name: str) -> bool:
-        libs = self._libraries
-        if any(name in lib.kernel_names() for lib in libs.values()):
-            return True
-        return any(
-            ch == "." and name[:i] in libs and name[i + 1 :] in libs[name[:i]].kernel_names()
-            for i, ch in enumerate(name)
-        )
-
     def _discover(self, name: str, library: Optional[str]) -> None:
-        """Compiles the library named like the kernel (or its "library." prefix) first, then
-        the others in order, only until the name is known: no text search."""
+        """Compiles every library that can decide the lookup (module docstring); no text
+        search: a library's kernel names are those its compile reports."""
         if library is not None:
             self._compile_library(library)
             return
-        for stem in [name] + [name[:i] for i, ch in enumerate(name) if ch == "."]:
-            self._compile_library(stem)
-        for other in sorted(self._pending, key=lambda n: (n in self._known_elsewhere, n)):
-            if self._found(name):
-                return
-            self._compile_library(other)
+        for lib, kernel in readings(name):  # "library.kernel": that library alone
+            if lib in self._pending or lib in self._libraries:
+                self._compile_library(lib)
+                if kernel in self._libraries[lib].kernel_names():
+                    return
+        for other in sorted(self._pending):
+            known = self._known_elsewhere.get(other)
+            if known is None or name in known:
+                self._compile_library(other)
 
     # -- compiling --------------------------------------------------------------------------
     def _compile_library(self, name: str) -> None:

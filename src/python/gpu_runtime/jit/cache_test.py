@@ -19,7 +19,12 @@ import gpu_runtime
 
 # noqa: F401 (run as a process: inference needs this)
 from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
-from gpu_runtime.errors import DeviceError, KernelNotFoundError, NoCompatibleVariantError
+from gpu_runtime.errors import (
+    AmbiguousKernelError,
+    DeviceError,
+    KernelNotFoundError,
+    NoCompatibleVariantError,
+)
 from gpu_runtime.jit.cache import JitKernelCache
 from gpu_runtime.jit.compiler import Compiler, CompilerNotFoundError, JitCompileError
 from gpu_runtime.jit.sources import find_jit_sources
@@ -96,15 +101,62 @@ def compiles(log) -> int:
 
 
 def test_compiles_on_first_use_then_hits(index_dir, tmp_path, compile_log):
+    """A qualified name compiles its library alone; a bare one every library not compiled yet
+    (a kernel of that name in two of them would make it ambiguous), each a hit from then on."""
     cache = jit_cache(index_dir, tmp_path)
-    cache.kernel("saxpy").load()
+    cache.kernel("saxpy.saxpy").load()
     assert compiles(compile_log) == 1
     assert "compiled now for sm_90" in cache.describe()
     again = jit_cache(index_dir, tmp_path)
-    again.kernel("saxpy").load()
+    again.kernel("saxpy", library="saxpy").load()
     assert compiles(compile_log) == 1
     assert "JIT cache hit for sm_90" in again.describe()
-    assert again.kernel_names() == ["saxpy.saxpy", "sobel.sobel_magnitude"]
+    bare = jit_cache(index_dir, tmp_path)
+    bare.kernel("saxpy").load()
+    assert compiles(compile_log) == 2  # sobel too: does it define saxpy?
+    assert bare.kernel_names() == ["saxpy.saxpy", "sobel.sobel_magnitude"]
+    hits = jit_cache(index_dir, tmp_path)
+    hits.kernel("saxpy").load()
+    assert compiles(compile_log) == 2
+    assert "JIT cache hit for sm_90" in hits.describe()
+
+
+def test_an_ambiguous_bare_name_is_refused_with_the_qualified_names(
+    index_dir, tmp_path, compile_log
+):
+    """As in a bundle (one rule, gpu_runtime.bundle.lookup): the library compiled first never
+    wins; the qualified names work."""
+    other = "src/python/other/saxpy.py"
+    write_index(index_dir, "saxpy_f64", other, {other: b"saxpy f64"})
+    cache = jit_cache(index_dir, tmp_path)
+    with pytest.raises(AmbiguousKernelError) as e:
+        cache.kernel("saxpy")
+    assert str(e.value).startswith("kernel name 'saxpy' is ambiguous in JIT mode (3 kernel")
+    assert str(e.value).endswith(": use one of saxpy.saxpy, saxpy_f64.saxpy")
+    assert compiles(compile_log) == 3
+    assert cache.kernel("saxpy_f64.saxpy").library == "saxpy_f64"
+    assert cache.kernel("saxpy", library="saxpy").library == "saxpy"
+    assert compiles(compile_log) == 3
+
+
+def test_an_ambiguous_bundle_name_is_refused_without_compiling(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    """Two bundle libraries define saxpy: refused there; JIT mode's libraries (the same
+    targets) would define it twice as well, so nothing is compiled."""
+    from gpu_runtime.conftest import SAXPY2
+
+    specs = library_specs(
+        ["saxpy", "saxpy64"], caps=("sm_90",), extra={"saxpy64": ("k/saxpy64.py", "numba", SAXPY2)}
+    )
+    cache_dir = write_bundle(str(tmp_path / "dist" / "b"), specs)
+    monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE", str(tmp_path / "jit"))
+    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
+    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
+    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    with pytest.raises(AmbiguousKernelError, match="use one of saxpy.saxpy, saxpy64.saxpy"):
+        cache.kernel("saxpy")
+    assert compiles(compile_log) == 0
 
 
 def _key_after(index_dir, tmp_path, edit=None, capability=(9, 0), code=None, monkeypatch=None):
@@ -116,7 +168,8 @@ def _key_after(index_dir, tmp_path, edit=None, capability=(9, 0), code=None, mon
     if code:
         monkeypatch.setenv("FAKE_COMPILER_CODE", code)
     cache = jit_cache(index_dir, tmp_path, FakeBackend(capability=capability))
-    cache.kernel("sobel_magnitude" if edit and edit[0][0] == "sobel" else "saxpy").load()
+    sobel = edit and edit[0][0] == "sobel"
+    cache.kernel("sobel.sobel_magnitude" if sobel else "saxpy.saxpy").load()
     return sorted(e.key for e in JitStore(str(tmp_path / "jit")).entries())
 
 
@@ -124,8 +177,8 @@ def test_key_covers_nested_helpers_headers_capability_and_compiler(
     index_dir, tmp_path, compile_log, monkeypatch
 ):
     store = JitStore(str(tmp_path / "jit"))
-    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
-    jit_cache(index_dir, tmp_path).kernel("sobel_magnitude").load()
+    jit_cache(index_dir, tmp_path).kernel("saxpy.saxpy").load()
+    jit_cache(index_dir, tmp_path).kernel("sobel.sobel_magnitude").load()
     assert compiles(compile_log) == 2
     # A helper module in a subpackage and a header in a subdirectory are inputs.
     _key_after(index_dir, tmp_path, edit=(("saxpy", HELPER), b"helper v2"))
@@ -142,14 +195,14 @@ def test_key_covers_nested_helpers_headers_capability_and_compiler(
 
 
 def test_key_ignores_mtimes_and_where_the_index_is(index_dir, tmp_path, compile_log):
-    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    jit_cache(index_dir, tmp_path).kernel("saxpy.saxpy").load()
     for dirpath, _, names in os.walk(index_dir):
         for n in names:
             os.utime(os.path.join(dirpath, n), (1, 1))
     moved = str(tmp_path / "elsewhere")
     os.rename(index_dir, moved)
     cache = jit_cache(moved, tmp_path)
-    cache.kernel("saxpy").load()
+    cache.kernel("saxpy.saxpy").load()
     assert compiles(compile_log) == 1
 
 
@@ -179,7 +232,7 @@ RACER = textwrap.dedent(
         find_jit_sources([sys.argv[1]]), Backend(), store=JitStore(sys.argv[2]),
         compiler=lambda: compiler,
     )
-    cache.kernel("saxpy").load()
+    cache.kernel("saxpy.saxpy").load()
     """
 )
 
@@ -215,7 +268,7 @@ def _entry_files(tmp_path):
 def test_every_corrupt_file_of_an_entry_is_recompiled(
     index_dir, tmp_path, compile_log, caplog, how
 ):
-    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    jit_cache(index_dir, tmp_path).kernel("saxpy.saxpy").load()
     path, names = _entry_files(tmp_path)
     assert ENTRY_FILE in names and "metadata.json" in names and len(names) >= 4
     for n, name in enumerate(names, start=2):
@@ -231,7 +284,7 @@ def test_every_corrupt_file_of_an_entry_is_recompiled(
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="gpu_runtime"):
             cache = jit_cache(index_dir, tmp_path)
-            cache.kernel("saxpy").load()
+            cache.kernel("saxpy.saxpy").load()
         assert compiles(compile_log) == n, name
         assert "is corrupt" in caplog.text and "compiling it again" in caplog.text
         assert "rebuild the bundle" not in caplog.text + cache.describe()
@@ -240,17 +293,17 @@ def test_every_corrupt_file_of_an_entry_is_recompiled(
 def test_lru_eviction_keeps_the_bound(index_dir, tmp_path, compile_log, monkeypatch):
     store = JitStore(str(tmp_path / "jit"))
     for cap in ((7, 5), (8, 0), (8, 6), (9, 0)):
-        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy").load()
+        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy.saxpy").load()
     entries = store.entries()
     assert len(entries) == 4
     one = max(e.size for e in entries)
     os.utime(entries[0].path, (10, 10))  # the sm_75 entry: least recently used
     jit_cache(index_dir, tmp_path, FakeBackend(capability=(7, 5))).kernel(
-        "saxpy"
+        "saxpy.saxpy"
     ).load()  # used again
     monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE_SIZE", str(2 * one + one // 2))
     gc.collect()  # the caches above are gone, as if their processes had ended
-    jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 9))).kernel("saxpy").load()
+    jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 9))).kernel("saxpy.saxpy").load()
     kept = {e.info["capability"] for e in store.entries()}
     assert kept == {"sm_75", "sm_89"}  # the two most recently used
 
@@ -258,10 +311,10 @@ def test_lru_eviction_keeps_the_bound(index_dir, tmp_path, compile_log, monkeypa
 def test_prune_skips_what_a_live_cache_holds(index_dir, tmp_path, compile_log, monkeypatch):
     store = JitStore(str(tmp_path / "jit"))
     live = jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 0)))
-    live.kernel("saxpy")  # compiled and held; its module is loaded on first launch only
+    live.kernel("saxpy.saxpy")  # compiled and held; its module is loaded on first launch only
     assert store.prune(0) == [] and len(store.entries()) == 1
     assert store.clear() == 0 and store.in_use() == [store.entries()[0].key]
-    live.kernel("saxpy").load()  # still there
+    live.kernel("saxpy.saxpy").load()  # still there
     del live
     gc.collect()
     assert store.in_use() == [] and len(store.prune(0)) == 1 and store.entries() == []
@@ -353,7 +406,7 @@ def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
     from gpu_runtime.cli.commands import main
 
     for cap in ((8, 0), (9, 0)):
-        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy").load()
+        jit_cache(index_dir, tmp_path, FakeBackend(capability=cap)).kernel("saxpy.saxpy").load()
     root = str(tmp_path / "jit")
     gc.collect()  # the caches above are gone, as if their processes had ended
     assert main(["cache", "list", "--cache-dir", root]) == 0
@@ -363,7 +416,7 @@ def test_cli_lists_prunes_and_clears(index_dir, tmp_path, compile_log, capsys):
     assert main(["cache", "prune", "--max-size", "1", "--cache-dir", root]) == 0
     assert "evicted 2 entries" in capsys.readouterr().out
     live = jit_cache(index_dir, tmp_path)
-    live.kernel("saxpy").load()
+    live.kernel("saxpy.saxpy").load()
     assert main(["cache", "clear", "--cache-dir", root]) == 0
     assert "removed 0 entries" in capsys.readouterr().out  # a running process holds it
     del live
