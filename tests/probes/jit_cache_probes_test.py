@@ -36,7 +36,10 @@ from probe_table import findings, held, refused, run_probes
 K = "src/python/imaging/kernels"
 KERNELS = {
     "saxpy": (f"{K}/saxpy.py", {f"{K}/saxpy.py": b"saxpy v1", f"{K}/pkg/helpers/h.py": b"h v1"}),
-    "sobel": (f"{K}/sobel.cu", {f"{K}/sobel.cu": b"sobel v1", f"{K}/sub/val.cuh": b"val v1"}),
+    "sobel": (
+        f"{K}/sobel.cu",
+        {f"{K}/sobel.cu": b"sobel_magnitude v1", f"{K}/sub/val.cuh": b"val v1"},
+    ),
 }
 PYTHONPATH = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
 STAND_IN = (sys.executable, "-m", "gpu_runtime_testutil.stand_in_compiler")

@@ -116,7 +116,7 @@ def jit_fallback_on_an_uncovered_gpu() -> str:
 def jit_fallback_for_a_kernel_the_bundle_lacks() -> str:
     with lab() as lb:
         index = os.path.join(lb.tmp, "site")
-        jit.write_index(index, "sobel", jit.SOBEL_SRC, {jit.SOBEL_SRC: b"sobel v1"})
+        jit.write_index(index, "sobel", jit.SOBEL_SRC, {jit.SOBEL_SRC: b"sobel_magnitude v1"})
         log = os.path.join(lb.tmp, "compiles.log")
         lb.mp.setenv("FAKE_COMPILER_LOG", log)
         lb.mp.setattr("gpu_runtime.api.find_compiler", jit.fake_compiler)

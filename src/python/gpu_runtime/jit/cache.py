@@ -8,8 +8,9 @@ per-user store (`gpu_runtime.jit.store`), and then loaded like a bundle's varian
 A lookup is decided as in a bundle (`gpu_runtime.bundle.lookup.resolve_name`), over every
 library that can hold the name, so compiling lazily never changes what a name means: `library=`
 or a "library.kernel" name compiles that one library; a bare name compiles each library not
-compiled yet (the JIT cache makes that a hit after the first run), since a kernel of that name in
-any two of them makes it ambiguous, refused with the qualified names to use. A library a bundle
+compiled yet whose input files have the name as a word (`JitSource.may_define`: a kernel's name
+is written in its source), since a kernel of that name in any two of them makes it ambiguous,
+refused with the qualified names to use. A library a bundle
 already has is compiled only when the bundle lists that kernel in it.
 
 Opening it reads $GPU_RUNTIME_JIT_CACHE_SIZE and checks that the store is writable, so a bad
@@ -61,6 +62,29 @@ def cache_bound(environ: Optional[Mapping[str, str]] = None) -> int:
             f"${ENV_JIT_CACHE_SIZE}: {e}: set it to a size such as 500M or 2G (binary units), "
             f"or unset it for {DEFAULT_JIT_CACHE_SIZE}"
         ) from None
+
+
+def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
+    """Starts `call` in a thread; the function returned waits for it and gives its result (or
+    raises its exception) in the caller's thread."""
+    outcome: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as e:  # re-raised by `result`, where the caller can handle it
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="gpu_runtime: JIT fingerprint", daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result
 
 
 class JitKernelCache(KernelCache):
@@ -133,7 +157,8 @@ class JitKernelCache(KernelCache):
         for other in sorted(self._pending):
             known = self._known_elsewhere.get(other)
             if known is None or name in known:
-                self._compile_library(other)
+                if self._pending[other].may_define(name):
+                    self._compile_library(other)
 
     # -- compiling --------------------------------------------------------------------------
     def _compile_library(self, name: str) -> None:
@@ -141,16 +166,19 @@ class JitKernelCache(KernelCache):
             src = self._pending.get(name)
             if src is None:
                 return
-            capability = self.device.sm  # the driver first: no GPU, no compile
             compiler = self._find_compiler()
-            if compiler is None:
+            # The compiler's fingerprint (its code hashed: ~40 ms) is taken while the driver
+            # starts (the first device query, ~0.23 s on an H200, releases the GIL)
+            fingerprint = in_background(compiler.fingerprint) if compiler is not None else None
+            capability = self.device.sm  # the driver first: no GPU, no compile
+            if compiler is None or fingerprint is None:
                 raise CompilerNotFoundError(no_compiler_message(src.target, src.toolchain))
             key = jit_key(
                 source=src.source,
                 files=src.current_files(),
                 flags=src.flags,
                 capability=capability,
-                fingerprint=compiler.fingerprint(),
+                fingerprint=fingerprint(),
             )
             t0 = time.perf_counter()
             entry, compiled = self._entry(src, key, capability, compiler)

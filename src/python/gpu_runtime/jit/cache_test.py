@@ -69,8 +69,23 @@ def write_index(base: str, library: str, source: str, files: Dict[str, bytes], f
 def index_dir(tmp_path):
     base = str(tmp_path / "site")
     write_index(base, "saxpy", SAXPY_SRC, {SAXPY_SRC: b"saxpy v1", HELPER: b"helper v1"})
-    write_index(base, "sobel", SOBEL_SRC, {SOBEL_SRC: b"sobel v1", HEADER: b"val v1"})
+    write_index(base, "sobel", SOBEL_SRC, {SOBEL_SRC: b"sobel_magnitude v1", HEADER: b"val v1"})
     return base
+
+
+def _rewrite_input(base: str, library: str, path: str, content: bytes) -> None:
+    """Changes one input file of a generated index entry, its recorded sha256 with it."""
+    import hashlib
+    import json
+
+    index, files_dir = entry_paths("", f"src.python.imaging.kernels.{library}")
+    with open(os.path.join(base, files_dir, path), "wb") as f:
+        f.write(content)
+    with open(os.path.join(base, index)) as f:
+        entry = json.load(f)
+    entry["files"][path] = hashlib.sha256(content).hexdigest()
+    with open(os.path.join(base, index), "w") as f:
+        json.dump(entry, f)
 
 
 @pytest.fixture
@@ -113,12 +128,24 @@ def test_compiles_on_first_use_then_hits(index_dir, tmp_path, compile_log):
     assert "JIT cache hit for sm_90" in again.describe()
     bare = jit_cache(index_dir, tmp_path)
     bare.kernel("saxpy").load()
-    assert compiles(compile_log) == 2  # sobel too: does it define saxpy?
-    assert bare.kernel_names() == ["saxpy.saxpy", "sobel.sobel_magnitude"]
+    assert compiles(compile_log) == 1  # sobel's files do not say "saxpy": it cannot define it
+    assert bare.kernel_names() == ["saxpy.saxpy", "sobel.sobel_magnitude"]  # compiles sobel
+    assert compiles(compile_log) == 2
     hits = jit_cache(index_dir, tmp_path)
     hits.kernel("saxpy").load()
     assert compiles(compile_log) == 2
     assert "JIT cache hit for sm_90" in hits.describe()
+
+
+def test_a_bare_name_compiles_each_library_whose_files_say_it(index_dir, tmp_path, compile_log):
+    """`JitSource.may_define`: a library is compiled for a bare name only if the name is a word
+    of one of its files (here sobel's header), never for a mere substring."""
+    _rewrite_input(index_dir, "sobel", HEADER, b"// not saxpy_like, nor xsaxpy\n")
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    assert compiles(compile_log) == 1
+    _rewrite_input(index_dir, "sobel", HEADER, b"// calls saxpy(...)\n")
+    jit_cache(index_dir, tmp_path).kernel("saxpy").load()
+    assert compiles(compile_log) == 2  # sobel compiled to see whether it defines saxpy too
 
 
 def test_an_ambiguous_bare_name_is_refused_with_the_qualified_names(
@@ -133,10 +160,10 @@ def test_an_ambiguous_bare_name_is_refused_with_the_qualified_names(
         cache.kernel("saxpy")
     assert str(e.value).startswith("kernel name 'saxpy' is ambiguous in JIT mode (3 kernel")
     assert str(e.value).endswith(": use one of saxpy.saxpy, saxpy_f64.saxpy")
-    assert compiles(compile_log) == 3
+    assert compiles(compile_log) == 2  # not sobel: its files do not say "saxpy"
     assert cache.kernel("saxpy_f64.saxpy").library == "saxpy_f64"
     assert cache.kernel("saxpy", library="saxpy").library == "saxpy"
-    assert compiles(compile_log) == 3
+    assert compiles(compile_log) == 2
 
 
 def test_an_ambiguous_bundle_name_is_refused_without_compiling(

@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
@@ -67,6 +68,22 @@ class JitSource:
                     f"PYTHONPATH); nothing stale is compiled"
                 )
         return out
+
+    def may_define(self, name: str) -> bool:
+        """Whether a kernel called `name` can come out of this target's compile: only if `name`
+        is a word of one of its input files (a numba kernel's function, a C++ kernel's name or
+        name expression). A superset of what the compile reports, so a bare-name lookup compiles
+        every library that could make the name ambiguous, and only those; a file it cannot read
+        counts as a match (the compile then reports the error)."""
+        word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
+        for path in self.files:
+            try:
+                with open(os.path.join(self.root, *path.split("/")), "rb") as f:
+                    if word.search(f.read()):
+                        return True
+            except OSError:
+                return True
+        return False
 
     def _live_copy(self, path: str) -> Optional[str]:
         for build_root in self.live_roots:
