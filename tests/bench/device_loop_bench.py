@@ -111,6 +111,7 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="device_loop_bench."))
     repo = scratch / "repo"
     copy_checkout(REPO, repo)
+    (scratch / "sshd").mkdir()
     sshd = LocalSshd(scratch / "sshd").start()
     try:
         package(repo, args.bundle)  # warm: pantsd, toolchains, the first bundle
