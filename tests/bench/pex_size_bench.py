@@ -2,7 +2,7 @@
 
     python3 tests/bench/pex_size_bench.py dist/imaging_h200/app.pex dist/imaging_orin/app.pex
 
-Reads the PEX (a zip) and prints one table per PEX: per top-level entry (each `.deps/<wheel>`,
+Reads the PEX (a zipapp, or a packed directory: deploy_bundle's default) and prints one table per PEX: per top-level entry (each `.deps/<wheel>`,
 the bootstrap, first-party packages) its compressed and unpacked size, then the total of the
 signature check's dependencies (cryptography and what it pulls in: cffi, pycparser). Sizes are
 exact byte counts of the file, not timings: one run suffices.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import zipfile
 
 # typing_extensions: cryptography needs it on CPython < 3.11 (the Jetson PEX).
@@ -22,6 +23,19 @@ MIB = 1024 * 1024
 def entry_sizes(pex: str) -> "dict[str, tuple[int, int]]":
     compressed: collections.Counter = collections.Counter()
     unpacked: collections.Counter = collections.Counter()
+    if os.path.isdir(pex):  # packed: loose files, and each wheel one zip under .deps/
+        for here, _, names in os.walk(pex):
+            for name in names:
+                path = os.path.join(here, name)
+                rel = os.path.relpath(path, pex).split(os.sep)
+                key = rel[1] if rel[0] == ".deps" and len(rel) > 1 else rel[0]
+                compressed[key] += os.path.getsize(path)
+                if rel[0] == ".deps" or rel[0] == ".bootstrap":
+                    with zipfile.ZipFile(path) as zf:
+                        unpacked[key] += sum(i.file_size for i in zf.infolist())
+                else:
+                    unpacked[key] += os.path.getsize(path)
+        return {k: (compressed[k], unpacked[k]) for k in compressed}
     with zipfile.ZipFile(pex) as zf:
         for info in zf.infolist():
             parts = info.filename.split("/")

@@ -8,8 +8,9 @@ cannot help a bundle: for a PEX built for complete platforms, with no interprete
 pex keys the venv by the interpreter that runs it (and by the build's PEX_PYTHON_PATH), which
 the build cannot know, so the preamble never finds it.
 
-The launcher is a POSIX sh script. On its first run it checks `app.pex` against the sha256 it
-was built with, runs it once the usual way (pex unpacks it and makes its venv under PEX_ROOT,
+The launcher is a POSIX sh script. On its first run it checks `app.pex` against the identity it
+was built with (a zipapp's sha256; for a packed PEX directory, the sha256 of its files' sorted
+`<path> <sha256>` lines: `PEX_DIGEST_SOURCE`, one formula for the build and the device), runs it once the usual way (pex unpacks it and makes its venv under PEX_ROOT,
 as `python3 app.pex` would) to ask where that venv is, and records it as a symlink
 `$GPU_BUNDLE_VENVS/<sha256>` (default `${XDG_CACHE_HOME:-~/.cache}/gpu_bundle/venvs`), put in
 place by an atomic rename, so two first runs at once leave one link to the one venv. Every run
