@@ -262,7 +262,11 @@ def _make_root(tmp: Path, mirror: str) -> Path:
         f"deb [arch=arm64 signed-by={ARCHIVE_KEYRING}] {mirror} {ROOT_SUITE} main\n"
     )
     apt = [_tool("apt-get"), "-q", *apt_options(state)]
-    _run([*apt, "update"], f"fetching the arm64 package lists of {mirror} {ROOT_SUITE}")
+    # --error-on=any: an unreachable mirror fails here, not as "Unable to locate package" later
+    _run(
+        [*apt, "update", "--error-on=any"],
+        f"fetching the arm64 package lists of {mirror} {ROOT_SUITE}",
+    )
     _run(
         [*apt, "install", "-y", "--download-only", "--no-install-recommends", *ROOT_PACKAGES],
         f"fetching {' '.join(ROOT_PACKAGES)} (arm64) and their dependencies",
