@@ -2,11 +2,11 @@
 
     python3 tests/bench/pex_size_bench.py dist/imaging_h200/app.pex dist/imaging_orin/app.pex
 
-Reads the PEX (a zipapp, or a packed directory: deploy_bundle's default) and prints one table per PEX: per top-level entry (each `.deps/<wheel>`,
-the bootstrap, first-party packages) its compressed and unpacked size, then the total of the
-signature check's dependencies (cryptography and what it pulls in: cffi, pycparser). Sizes are
-exact byte counts of the file, not timings: one run suffices.
-"""
+Reads the PEX (a zipapp, or a packed directory: deploy_bundle's default) and prints one table
+per PEX: per top-level entry (each `.deps/<wheel>`, the bootstrap, first-party packages) its
+compressed and unpacked size, then the total of the signature check's dependencies (cryptography
+and what it pulls in: cffi, pycparser). Sizes are exact byte counts of the file, not timings:
+one run suffices."""
 
 from __future__ import annotations
 

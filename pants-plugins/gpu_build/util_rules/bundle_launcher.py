@@ -10,30 +10,30 @@ the build cannot know, so the preamble never finds it.
 
 The launcher is a POSIX sh script. On its first run it checks `app.pex` against the identity it
 was built with (a zipapp's sha256; for a packed PEX directory, the sha256 of its files' sorted
-`<path> <sha256>` lines: `PEX_DIGEST_SOURCE`, one formula for the build and the device), runs it once the usual way (pex unpacks it and makes its venv under PEX_ROOT,
-as `python3 app.pex` would) to ask where that venv is, and records it as a symlink
-`$GPU_BUNDLE_VENVS/<sha256>` (default `${XDG_CACHE_HOME:-~/.cache}/gpu_bundle/venvs`), put in
-place by an atomic rename, so two first runs at once leave one link to the one venv. Every run
-then execs that venv's interpreter on its `pex` entry point, as pex's sh-boot does, with `PEX`
-set to `app.pex` so that gpu_runtime finds `cache/` beside it. A cleaned PEX_ROOT leaves a
-dangling link, and the next run records the venv anew; where no link can be made, the launcher
-warns and runs `app.pex` itself. Only a venv-mode PEX (`execution_mode="venv"`) has a venv to
-start, so deploy_bundle writes a launcher only for one.
+`<path> <sha256>` lines: `PEX_DIGEST_SOURCE`, one formula for the build and the device), runs it
+once the usual way (pex unpacks it and makes its venv under PEX_ROOT, as `python3 app.pex`
+would) to ask where that venv is, and records it as a symlink `$GPU_BUNDLE_VENVS/<sha256>`
+(default `${XDG_CACHE_HOME:-~/.cache}/gpu_bundle/venvs`), put in place by an atomic rename, so
+two first runs at once leave one link to the one venv. Every run then execs that venv's
+interpreter on its `pex` entry point, as pex's sh-boot does, with `PEX` set to `app.pex` so that
+gpu_runtime finds `cache/` beside it. A cleaned PEX_ROOT leaves a dangling link, and the next
+run records the venv anew; where no link can be made, the launcher warns and runs `app.pex`
+itself. Only a venv-mode PEX (`execution_mode="venv"`) has a venv to start, so deploy_bundle
+writes a launcher only for one.
 
 The launcher also starts CUDA before the app's first line (`deploy_bundle`'s
 `init_cuda_at_start`, on by default; `GPU_BUNDLE_INIT_CUDA=0|1` on the device overrides it). The
-venv's interpreter runs `_BOOT` first, which starts a thread that calls cuInit and retains device
-0's primary context, then runs the venv's `pex` script as the interpreter would have. Why: on the
-H200 the driver's set-up is about 0.25 s and the app's imports (numpy, gpu_runtime) 0.1-0.13 s;
-cuda.bindings releases the GIL inside both driver calls, so the two overlap instead of adding up.
-Nothing needs to hand the context over: the driver serialises cuInit and keeps one primary
-context per device, so gpu_runtime's own cuInit and cuDevicePrimaryCtxRetain later return at
-once with the same context (or wait for the thread's call to finish). A failure in the thread is
-ignored: gpu_runtime's first use meets it again and reports it. The thread is not a daemon, so a
-process that ends early still waits for the driver call to return before it exits. It also puts
-its pid in `GPU_BUNDLE_CUDA_INIT_PID`, so that gpu_runtime can explain the error of a forked
-child (`gpu_runtime.driver.device`).
-"""
+venv's interpreter runs `_BOOT` first, which starts a thread that calls cuInit and retains
+device 0's primary context, then runs the venv's `pex` script as the interpreter would have.
+Why: on the H200 the driver's set-up is about 0.25 s and the app's imports (numpy, gpu_runtime)
+0.1-0.13 s; cuda.bindings releases the GIL inside both driver calls, so the two overlap instead
+of adding up. Nothing needs to hand the context over: the driver serialises cuInit and keeps one
+primary context per device, so gpu_runtime's own cuInit and cuDevicePrimaryCtxRetain later
+return at once with the same context (or wait for the thread's call to finish). A failure in the
+thread is ignored: gpu_runtime's first use meets it again and reports it. The thread is not a
+daemon, so a process that ends early still waits for the driver call to return before it exits.
+It also puts its pid in `GPU_BUNDLE_CUDA_INIT_PID`, so that gpu_runtime can explain the error of
+a forked child (`gpu_runtime.driver.device`)."""
 
 from __future__ import annotations
 
