@@ -6,8 +6,8 @@ In a copy of this checkout (its own pantsd, the machine's named caches), with a 
 server on 127.0.0.1 as the device (pants-plugins/gpu_build_testutil/local_sshd.py), each run:
 
   first deploy   `pants experimental-deploy` of the bundle to an empty device directory
-  kernel edit    saxpy.py's body changed (`a * x[i] + y[i]` -> `y[i] + a * x[i]`, and back on the
-                 next run), then `pants package` of the bundle, timed, then a deploy
+  kernel edit    saxpy.py's body changed (`a * x[i] + y[i]` -> `a * x[i] + y[i] * <run + 2>.0`, new
+                 code every run), then `pants package` of the bundle, timed, then a deploy
   app edit       a line added to the app's app.py, then `pants package`, timed, then a deploy
 
 For each deploy: the files and bytes it sent (its own "Sent N files, B bytes" line; it sends
@@ -87,9 +87,9 @@ def one_run(repo: Path, sshd: LocalSshd, dest: Path, bundle: str, i: int) -> dic
     out: dict[str, float] = {}
     shutil.rmtree(dest, ignore_errors=True)
     out["first deploy files"], out["first deploy bytes"] = deploy(repo, sshd, dest, bundle)
-    text = saxpy.read_text()
-    swap = ("a * x[i] + y[i]", "y[i] + a * x[i]")
-    saxpy.write_text(text.replace(*swap) if swap[0] in text else text.replace(*swap[::-1]))
+    # a change of code, new in every run (an edit back to an earlier text would be a cache hit)
+    body = re.compile(r"out\[i\] = a \* x\[i\] \+ y\[i\].*")
+    saxpy.write_text(body.sub(f"out[i] = a * x[i] + y[i] * {i + 2}.0", saxpy.read_text()))
     out["kernel edit package s"], kept = package(repo, bundle)
     out["kernel edit compile s"] = compile_alone(kept)
     for sandbox in kept:
