@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "pants-plugins"), str(Path(__file__).parent)]
@@ -40,7 +41,10 @@ from remote_cache_bench import kill_pantsd  # noqa: E402
 
 APP = "src/python/imaging"
 SENT = re.compile(r"Sent (\d+) files, (\d+) bytes")
-KEPT = re.compile(r"Preserving local process execution dir (\S+) for \"?Compile ")
+KEPT = re.compile(r"Preserving local process execution dir (\S+) for \"?(\w+)")
+# Every run keeps its sandboxes: `--keep-sandboxes` is a bootstrap option, and a run that changed
+# it would restart pantsd (a minute of scheduler start on a loaded machine, measured as "package")
+KEEP = "--keep-sandboxes=always"
 GOALS = {"kernel edit": 100_000, "app edit": 1_000_000}
 
 
@@ -52,8 +56,9 @@ def deploy(repo: Path, sshd: LocalSshd, dest: Path, bundle: str) -> tuple[int, i
         f"--gpu-bundle-deploy-ssh-options={sshd.ssh_options()!r}",
     ]
     run = run_pants(
-        repo, ["experimental-deploy", *options, f"{APP}:{bundle}"], local_store=None, pantsd=True
+        repo, [KEEP, "experimental-deploy", *options, f"{APP}:{bundle}"], local_store=None, pantsd=True
     ).check()
+    remove_kept(run.stderr)
     found = SENT.search(run.stdout + run.stderr)
     assert found, (run.stdout + run.stderr)[-3000:]
     return int(found.group(1)), int(found.group(2))
@@ -63,11 +68,19 @@ def package(repo: Path, bundle: str) -> tuple[float, list[str]]:
     """Wall seconds of `pants package`, and the compile sandboxes it kept."""
     run = run_pants(
         repo,
-        ["--keep-sandboxes=always", "package", f"{APP}:{bundle}"],
+        [KEEP, "package", f"{APP}:{bundle}"],
         local_store=None,
         pantsd=True,
     ).check()
-    return run.wall_s, KEPT.findall(run.stderr)
+    compiles = [path for path, what in KEPT.findall(run.stderr) if what == "Compile"]
+    remove_kept(run.stderr, keep=compiles)
+    return run.wall_s, compiles
+
+
+def remove_kept(log: str, keep: Sequence[str] = ()) -> None:
+    for path, _ in KEPT.findall(log):
+        if path not in keep:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def compile_alone(sandboxes: list[str]) -> float:
