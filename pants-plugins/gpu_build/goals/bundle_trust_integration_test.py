@@ -165,10 +165,11 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
         sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
         assert sent, first.stdout
         current = tree(dest / "current")
-        # app.pex's files, its launcher, 14 kernel files, the manifest and its signature; files of
-        # the same bytes (the empty __init__.py's) are sent once
+        # app.pex's files, its launcher, 14 kernel files, the manifest and its signature, and
+        # nothing else: the release's prepare wrote no bytecode into the bundle
         assert len(current) == len(tree(dest / "current" / "app.pex")) + 17
-        assert int(sent.group(1)) == len(set(current.values())), (current, first.stdout)
+        assert int(sent.group(1)) == len(current), (sorted(current), first.stdout)
+        assert not [p for p in current if "__pycache__" in p], sorted(current)
         assert os.access(dest / "current" / "app", os.X_OK)  # the launcher stays executable
         saxpy.write_text(original.replace("a * x[i] + y[i]", "y[i] + a * x[i]"))
         second = run_pants(

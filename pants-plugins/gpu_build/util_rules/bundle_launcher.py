@@ -81,8 +81,10 @@ runpy.run_path(script, run_name="__main__")
 """
 
 # The identity the launcher checks (and keys the venv link by): a zipapp PEX's sha256, or for a
-# packed PEX directory the sha256 of its sorted `<path> <sha256>` lines. Defined once, as source:
-# the launcher runs it on the device, `pex_identity` runs it here on the build's digests.
+# packed PEX directory the sha256 of its sorted `<path> <sha256>` lines, `__pycache__/` left out
+# (`python3 app.pex` writes `app.pex/__pycache__/__main__.*.pyc`; the launcher never reads one).
+# Defined once, as source: the launcher runs it on the device, `pex_identity` runs it here on the
+# build's digests.
 PEX_DIGEST_SOURCE = """\
 def file_sha256(path):
     digest = hashlib.sha256()
@@ -91,13 +93,14 @@ def file_sha256(path):
             digest.update(block)
     return digest.hexdigest()
 def tree_sha256(files):
-    lines = sorted(f"{path} {sha}\\n" for path, sha in files)
+    lines = sorted(f"{p} {sha}\\n" for p, sha in files if "__pycache__" not in p.split("/"))
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 def pex_digest(pex):
     if not os.path.isdir(pex):
         return file_sha256(pex)
     files = []
     for here, dirs, names in os.walk(pex):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]  # bytecode `python3 app.pex` wrote
         for name in names:
             path = os.path.join(here, name)
             files.append((os.path.relpath(path, pex), file_sha256(path)))
@@ -148,8 +151,11 @@ if got != want:
     sys.exit({tampered})
 env = {{k: v for k, v in os.environ.items() if k not in ("PEX_MODULE", "PEX_SCRIPT")}}
 env["PEX_INTERPRETER"] = "1"
-asked = subprocess.run([sys.executable, pex, "-c", "import sys; print(sys.prefix)"], env=env,
-                       check=True, stdout=subprocess.PIPE, text=True)
+# no bytecode written into the bundle, none read from it (a packed PEX's __main__.py is run
+# from the bundle directory; its identity above leaves __pycache__ out)
+bytecode = "pycache_prefix=" + os.path.join(os.path.dirname(venv), ".pycache")
+asked = subprocess.run([sys.executable, "-X", bytecode, pex, "-c", "import sys; print(sys.prefix)"],
+                       env=env, check=True, stdout=subprocess.PIPE, text=True)
 prefix = asked.stdout.strip().splitlines()[-1]
 if not os.path.isfile(os.path.join(prefix, "pex")):
     sys.exit(f"{{pex}} did not run from a venv (its sys.prefix is {{prefix}})")
@@ -163,7 +169,7 @@ INSTALL
     fi
     if [ "$status" -ne 0 ]; then
         echo "warning: could not find or record the venv of $pex; running the PEX itself" >&2
-        exec "$python" "$pex" "$@"
+        exec "$python" -X pycache_prefix="$venvs/.pycache" "$pex" "$@"
     fi
 fi
 if [ "${{{prepare_env}:-}}" = 1 ]; then

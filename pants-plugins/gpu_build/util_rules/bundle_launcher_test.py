@@ -229,6 +229,14 @@ def test_the_launcher_checks_the_pex_by_the_identity_the_build_computed(
     assert (
         run.returncode != TAMPERED_EXIT and "damaged or was altered" not in run.stderr
     ), run.stderr
+    if packed:
+        # its run wrote no bytecode into the bundle; bytecode that `python3 app.pex` writes there
+        # is not part of the PEX's identity
+        assert not list(pex.rglob("__pycache__")), list(pex.rglob("*"))
+        (pex / "__pycache__").mkdir()
+        (pex / "__pycache__" / "__main__.cpython-311.pyc").write_bytes(b"bytecode")
+        run = subprocess.run([str(launcher)], env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode != TAMPERED_EXIT, run.stderr
     with open(changed, "ab") as f:
         f.write(b"\n")
     run = subprocess.run([str(launcher)], env=env, capture_output=True, text=True, timeout=60)
