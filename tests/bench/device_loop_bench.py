@@ -6,8 +6,8 @@ In a copy of this checkout (its own pantsd, the machine's named caches), with a 
 server on 127.0.0.1 as the device (pants-plugins/gpu_build_testutil/local_sshd.py), each run:
 
   first deploy   `pants experimental-deploy` of the bundle to an empty device directory
-  kernel edit    saxpy.py's body changed (`a * x[i] + y[i]` -> `a * x[i] + y[i] * <run + 2>.0`, new
-                 code every run), then `pants package` of the bundle, timed, then a deploy
+  kernel edit    saxpy.py's body changed (`a * x[i] + y[i]` -> `a * x[i] + y[i] * <nonce>.0`, code
+                 never compiled before), then `pants package` of the bundle, timed, then a deploy
   app edit       a line added to the app's app.py, then `pants package`, timed, then a deploy
 
 For each deploy: the files and bytes it sent (its own "Sent N files, B bytes" line; it sends
@@ -102,7 +102,8 @@ def one_run(repo: Path, sshd: LocalSshd, dest: Path, bundle: str, i: int) -> dic
     out["first deploy files"], out["first deploy bytes"] = deploy(repo, sshd, dest, bundle)
     # a change of code, new in every run (an edit back to an earlier text would be a cache hit)
     body = re.compile(r"out\[i\] = a \* x\[i\] \+ y\[i\].*")
-    saxpy.write_text(body.sub(f"out[i] = a * x[i] + y[i] * {i + 2}.0", saxpy.read_text()))
+    nonce = time.time_ns() % 1_000_003  # unlike any earlier run's, even in Pants' shared cache
+    saxpy.write_text(body.sub(f"out[i] = a * x[i] + y[i] * {nonce}.0", saxpy.read_text()))
     out["kernel edit package s"], kept = package(repo, bundle)
     out["kernel edit compile s"] = compile_alone(kept)
     for sandbox in kept:
