@@ -12,6 +12,11 @@
 - The H200 bundle's launcher (`app`) records pex's venv of its PEX on the first run, starts the
   app from it after, and refuses a PEX that is not the one it was built with (CPython 3.12 of
   this machine, no GPU).
+
+The refused bundle is in the BUILD file from the start (the two packages name their targets, so
+it changes nothing of theirs), so that the repo does not change between the second package and
+the refused one: those two share one pantsd (its first run, from the empty store, builds
+everything; the refused one then needs no Pants start-up of its own).
 """
 
 from __future__ import annotations
@@ -36,12 +41,24 @@ from gpu_build_testutil.pants_harness import (
     find_cpython,
     repo_root,
     run_pants,
+    stop_pantsd,
     tree_digests,
 )
 
 APP = "src/python/imaging"
 KERNEL_SOURCES = ("saxpy.py", "blur.py", "histogram.py", "sobel.cu", "matmul.cu")
 KERNEL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")  # src/python/imaging/kernels/BUILD
+# A CUDA 13 build for a CUDA 12.6 driver: refused (see its test).
+REFUSED_BUNDLE = """
+deploy_bundle(
+    name="orin_with_cuda13",
+    binary=":app",
+    kernels=["src/python/imaging/kernels:saxpy"],
+    capabilities=["sm_87"],
+    toolchain="cuda13",
+    driver_version="12.6",
+)
+"""
 
 
 def pex_wheels(pex: Path) -> list[str]:
@@ -67,11 +84,14 @@ class Bundles:
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
     tmp = tmp_path_factory.mktemp("gpu_build_bundles")
+    repo = tmp / "repo"
     try:
-        repo = tmp / "repo"
         copy_checkout(repo_root(), repo)
+        with open(repo / APP / "BUILD", "a") as build:
+            build.write(REFUSED_BUNDLE)
         specs = (f"{APP}:imaging_h200", f"{APP}:imaging_orin")
         run = run_pants(repo, ["package", *specs], local_store=tmp / "store1").check()
+        print(f"first package: {run.summary()}")
         dist = repo / "dist"
         first = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         first["archives"] = {
@@ -80,7 +100,10 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
         }
         # A stale file from "an earlier package" must not survive the next one.
         (dist / "imaging_h200" / "cache" / "stale.cubin").write_bytes(b"old")
-        run_pants(repo, ["package", *specs], local_store=tmp / "store2").check()
+        # dist/ is not watched by Pants: the stale file does not stop the second run sharing its
+        # pantsd with the refused one.
+        again = run_pants(repo, ["package", *specs], local_store=tmp / "store2", pantsd=True)
+        print(f"second package: {again.check().summary()}")
         second = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         second["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
@@ -88,6 +111,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
         }
         yield Bundles(repo, first, second, run, tmp / "store2")
     finally:
+        stop_pantsd(repo)
         # Each local store holds a copy of the toolchain PEXes (hundreds of MiB).
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -212,27 +236,9 @@ def test_jetson_bundle_targets_aarch64_cp310_and_cuda_12_6(bundles: Bundles) -> 
 
 
 def test_cuda13_build_for_a_cuda_12_6_driver_is_refused(bundles: Bundles) -> None:
-    build = bundles.repo / APP / "BUILD"
-    original = build.read_text()
-    build.write_text(
-        original
-        + """
-deploy_bundle(
-    name="orin_with_cuda13",
-    binary=":app",
-    kernels=["src/python/imaging/kernels:saxpy"],
-    capabilities=["sm_87"],
-    toolchain="cuda13",
-    driver_version="12.6",
-)
-"""
+    run = run_pants(
+        bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store, pantsd=True
     )
-    try:
-        run = run_pants(
-            bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store
-        )
-    finally:
-        build.write_text(original)
     assert run.returncode != 0
     message = " ".join(run.stderr.split())
     assert f"The deploy_bundle {APP}:orin_with_cuda13 targets a CUDA 12.6 driver" in message
