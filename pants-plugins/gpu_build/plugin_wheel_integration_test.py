@@ -1,43 +1,46 @@
-"""The two wheels from a repo that is not this one: a new Pants 2.17.1 repo in a temporary
-directory installs the gpu-build plugin from its wheel and depends on the gpu-runtime wheel.
+"""The two wheels from a repo that is not this one, built as docs/getting-started.md says.
 
-- The wheels are the ones `./pants package` builds from this checkout (in a copy of it: as a
-  `runtime_package_dependencies` of this CPython 3.9 test, the 3.10-3.12 runtime wheel would fail
-  Pants' interpreter-constraint check); the test copies them into a find-links directory, as a
-  team would put them on an index.
-- The new repo holds only what the test writes: pants.toml (`[GLOBAL].plugins`,
-  `[python-repos].find_links`, its own resolves and `[gpu-toolchains]`), its requirements, a
-  numba saxpy kernel, an app and their BUILD files; nothing of this checkout is copied, and
-  `[gpu-toolchains].compiler` is unset, so the toolchain PEX runs the compiler the plugin wheel
-  carries. The repo generates its own lockfiles (`pants generate-lockfiles`), as a user would.
+- The wheels are the ones the page's `commands: gpu_build` build, run in a copy of this
+  checkout (as a `runtime_package_dependencies` of this CPython 3.9 test, the 3.10-3.12 runtime
+  wheel would fail Pants' interpreter-constraint check).
+- The new repo, in a temporary directory, is the page: every `<!-- file: PATH -->` block of it
+  written as it is, then its `commands: your repo` run in page order (copying the launcher and
+  the wheels, `generate-lockfiles`, `package` of the bundle, `run` of the app, the bundle's
+  `--verify`), with `$GPU_BUILD` set to that copy of the checkout. Nothing else of this checkout
+  is copied, and `[gpu-toolchains].compiler` is unset, so the toolchain PEX runs the compiler the
+  plugin wheel carries. The test fails if a file or command it needs is not in the page.
+  The only departures: `./pants` runs get their own empty local store, and `python3` (the
+  bundle's `--verify`) is each CPython 3.10-3.12 found.
 - `pants package` of its `deploy_bundle` compiles the kernel (one process, both capabilities)
-  from an empty local store; the manifest lists it with the right sha256s, the PTX and cubin
-  are for sm_90 (PTX ISA <= 9.0), the app PEX carries gpu-runtime and no compiler, and the
-  app run with `--verify` (no GPU needed) on each CPython 3.10-3.12 found opens the bundle and
-  checks every file.
-- The wheels are byte-reproducible: built again in a copy of this checkout with the process
-  cache off, they have the same sha256.
+  from that empty local store; the manifest lists it with the right sha256s, the PTX and cubin
+  are for sm_90 (PTX ISA <= 9.0), the app PEX carries gpu-runtime and no compiler, and `--verify`
+  (no GPU needed) opens the bundle and checks every file. The lockfiles name the wheels through
+  the page's `path_mappings`, not this machine's path. `pants run` of the app reaches JIT mode.
+- The wheels are byte-reproducible: built again in the copy with the process cache off, they
+  have the same sha256.
 
-Pants itself is the one `./pants` bootstraps here (its launcher runs in the new repo); the pip
-and pex caches are the machine's. About 2 minutes with warm caches.
+Pants itself is the one `./pants` bootstraps here (the page copies the launcher); the pip and pex
+caches are the machine's. The new repo's `./pants` runs after the lockfiles share one pantsd.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import struct
 import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from textwrap import dedent
 from typing import Iterator
 
 import pytest
 
+from gpu_build_testutil import doc_snippets
 from gpu_build_testutil.pants_harness import (
     PantsRun,
     base_env,
@@ -45,159 +48,77 @@ from gpu_build_testutil.pants_harness import (
     find_cpython,
     repo_root,
     run_pants,
+    stop_pantsd,
 )
 
+PAGE = "docs/getting-started.md"
 PLUGIN_WHEEL = "gpu_build-0.1.0-py3-none-any.whl"
 RUNTIME_WHEEL = "gpu_runtime-0.1.0-py3-none-any.whl"
 APP = "src/python/saxpy_app"
 KERNEL = f"{APP}/kernels/saxpy.py"
 EM_CUDA = 190
 
-PANTS_TOML = """\
-[GLOBAL]
-pants_version = "2.17.1"
-plugins = ["gpu-build==0.1.0"]
-backend_packages = ["pants.backend.python", "gpu_build"]
-# This machine runs Pants through the other checkout's launcher (a venv, not the scie).
-ignore_warnings = ["DEPRECATED: Running Pants in an external Python interpreter"]
-
-[python-repos]
-find_links = ["file://{find_links}"]
-
-[python]
-interpreter_constraints = ["CPython>=3.10,<3.13"]
-enable_resolves = true
-pip_version = "latest"
-
-[python.resolves]
-python-default = "3rdparty/python/default.lock"
-cuda13 = "3rdparty/python/cuda13.lock"
-
-[python.resolves_to_interpreter_constraints]
-cuda13 = ["CPython>=3.11,<3.13"]
-
-[python-infer]
-use_rust_parser = true
-
-[python-bootstrap]
-search_path = ["<PYENV>", "<PATH>"]
-
-[subprocess-environment]
-env_vars = ["PIP_CONFIG_FILE=/dev/null"]
-
-[gpu-toolchains]
-toolchains = \"\"\"{{"cuda13": {{"resolve": "cuda13", "cuda": "13.0"}}}}\"\"\"
-default_toolchain = "cuda13"
-default_capabilities = ["sm_80", "sm_90"]
-"""
-
-FILES = {
-    "3rdparty/python/BUILD": """\
-        python_requirement(
-            name="gpu-runtime",
-            requirements=["gpu-runtime==0.1.0"],
-            modules=["gpu_runtime", "gpu_spec"],
-        )
-
-        python_requirement(name="numpy", requirements=["numpy"])
-
-        python_requirements(
-            name="cuda13",
-            source="cuda13-requirements.txt",
-            resolve="cuda13",
-        )
-        """,
-    "3rdparty/python/cuda13-requirements.txt": """\
-        numba-cuda==0.30.4
-        numba==0.68.1
-        llvmlite==0.50.0
-        numpy==2.4.6
-        cuda-core==1.2.2
-        cuda-bindings==13.4.4
-        cuda-pathfinder==1.9.1
-        nvidia-nvvm==13.0.88
-        nvidia-cuda-nvrtc==13.0.88
-        nvidia-nvjitlink==13.0.88
-        nvidia-cuda-runtime==13.0.96
-        """,
-    f"{APP}/kernels/BUILD": """\
-        gpu_kernel(name="saxpy", source="saxpy.py")
-        """,
-    KERNEL: """\
-        from numba import cuda
-
-
-        @cuda.jit
-        def saxpy(out, a, x, y):
-            i = cuda.grid(1)
-            if i < out.size:
-                out[i] = a * x[i] + y[i]
-
-
-        AOT_SIGNATURES = {"saxpy": ["void(float32[::1], float32, float32[::1], float32[::1])"]}
-        """,
-    f"{APP}/BUILD": """\
-        python_sources(name="lib")
-
-        pex_binary(name="app", entry_point="app.py:main", execution_mode="venv")
-
-        deploy_bundle(
-            name="bundle",
-            binary=":app",
-            kernels=["src/python/saxpy_app/kernels:saxpy"],
-            capabilities=["sm_90"],
-            driver_version="13.0",
-        )
-        """,
-    f"{APP}/app.py": """\
-        import json
-        import sys
-
-        import numpy as np
-
-        import gpu_runtime
-        from gpu_runtime import DeviceArray
-
-
-        def main() -> int:
-            cache = gpu_runtime.open_cache()
-            if "--verify" in sys.argv:  # no GPU needed
-                checked = cache.verify(all_variants=True)
-                print(json.dumps({"kernels": cache.kernel_names(), "files": checked}))
-                return 0
-            n = 1 << 20
-            x = np.arange(n, dtype=np.float32)
-            dx, out = DeviceArray.from_numpy(x), DeviceArray.empty(n, np.float32)
-            cache.kernel("saxpy")[(n + 255) // 256, 256](out, np.float32(2.0), dx, dx)
-            ok = bool(np.allclose(out.to_numpy(), 3 * x))
-            print("saxpy", "ok" if ok else "WRONG")
-            return 0 if ok else 1
-        """,
-}
+# What the test needs from the page: it fails naming any that is missing.
+NEEDED_FILES = (
+    "pants.toml",
+    "3rdparty/python/BUILD",
+    "3rdparty/python/cuda13-requirements.txt",
+    KERNEL,
+    f"{APP}/kernels/BUILD",
+    f"{APP}/BUILD",
+    f"{APP}/app.py",
+)
+WHEELS_COMMAND = "./pants package //:gpu_build-wheel //:gpu_runtime-wheel"
+LOCKFILES = "./pants generate-lockfiles"
+PACKAGE = f"./pants package {APP}:bundle"
+RUN = f"./pants run {APP}:app"
+VERIFY = "python3 dist/bundle/app.pex --verify"
+NEEDED_COMMANDS = (LOCKFILES, PACKAGE, RUN, VERIFY)  # in this order
 
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-WHEEL_TARGETS = ["//:gpu_build-wheel", "//:gpu_runtime-wheel"]
+def normal(command: str) -> str:
+    """A command line without its comment and extra spaces."""
+    return shlex.join(shlex.split(command, comments=True))
+
+
+@dataclass(frozen=True)
+class Page:
+    files: dict[str, str]
+    here: list[str]  # `commands: gpu_build`
+    there: list[str]  # `commands: your repo`, as written (bash runs those not ./pants, python3)
+
+
+def read_page(checkout: Path) -> Page:
+    text = (checkout / PAGE).read_text(encoding="utf-8")
+    page = Page(
+        files=doc_snippets.files(text, PAGE),
+        here=[normal(c) for c in doc_snippets.commands(text, "gpu_build", PAGE)],
+        there=doc_snippets.commands(text, "your repo", PAGE),
+    )
+    missing = [f for f in NEEDED_FILES if f not in page.files]
+    assert not missing, f"{PAGE} gives no `<!-- file: ... -->` block for {missing}"
+    assert page.here == [WHEELS_COMMAND], f"{PAGE}'s `commands: gpu_build`: {page.here}"
+    in_order = [c for c in map(normal, page.there) if c in NEEDED_COMMANDS]
+    assert in_order == list(NEEDED_COMMANDS), (
+        f"{PAGE}'s `commands: your repo` should run {list(NEEDED_COMMANDS)} in this order, once "
+        f"each: {page.there}"
+    )
+    return page
 
 
 def built_wheels(checkout: Path, *options: str) -> dict[str, Path]:
-    """`./pants package` of both wheels in `checkout`: {wheel name: path under its dist/}."""
-    run_pants(checkout, [*options, "package", *WHEEL_TARGETS], local_store=None).check()
+    """The page's wheel command in `checkout`: {wheel name: path under its dist/}."""
+    args = shlex.split(WHEELS_COMMAND)[1:]
+    run = run_pants(checkout, [*options, *args], local_store=None).check()
+    print(f"{' '.join([*options, *args])}: {run.summary()}")
     wheels = {p.name: p for p in (checkout / "dist").glob("*.whl")}
     missing = {PLUGIN_WHEEL, RUNTIME_WHEEL} - set(wheels)
     assert not missing, f"not built: {missing} (found {sorted(wheels)})"
     return {name: wheels[name] for name in (PLUGIN_WHEEL, RUNTIME_WHEEL)}
-
-
-def write_repo(repo: Path, find_links: Path) -> None:
-    (repo / "pants.toml").parent.mkdir(parents=True, exist_ok=True)
-    (repo / "pants.toml").write_text(PANTS_TOML.format(find_links=find_links))
-    for rel, text in FILES.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(dedent(text))
 
 
 def app_pythons() -> dict[str, str]:
@@ -210,38 +131,70 @@ def app_pythons() -> dict[str, str]:
 @dataclass(frozen=True)
 class FreshRepo:
     repo: Path
-    wheels: dict[str, Path]
-    lockfiles: PantsRun
-    package: PantsRun
+    wheels: dict[str, Path]  # as the page's commands put them into the repo
+    runs: dict[str, PantsRun]  # by the page's `./pants` command
+    verified: dict[str, subprocess.CompletedProcess]  # by CPython minor
     rebuilt: dict[str, str]  # wheel name -> sha256 of the second build
+
+
+def run_page_commands(
+    repo: Path, commands: list[str], env: dict[str, str], store: Path
+) -> tuple[dict[str, PantsRun], dict[str, subprocess.CompletedProcess]]:
+    runs: dict[str, PantsRun] = {}
+    verified: dict[str, subprocess.CompletedProcess] = {}
+    for line in commands:
+        command = normal(line)
+        argv = shlex.split(command)
+        if argv[0] == "./pants":
+            # generate-lockfiles writes into the repo, which a pantsd would have to notice: it
+            # runs on its own; the later runs (package, run) change nothing Pants reads, and
+            # share one pantsd, as a user's would.
+            daemon = command != LOCKFILES
+            run = run_pants(repo, argv[1:], local_store=store, pantsd=daemon, launcher="./pants")
+            print(f"{command}: {run.summary()}")
+            if command != RUN:  # no GPU here: JIT mode stops at the driver (see its test)
+                run.check()
+            runs[command] = run
+        elif argv[0] == "python3":
+            for minor, python in app_pythons().items():
+                verified[minor] = subprocess.run(
+                    [python, *argv[1:]],
+                    cwd=repo,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    universal_newlines=True,
+                )
+        else:
+            subprocess.run(["bash", "-euc", line], cwd=repo, env=env, check=True)
+    return runs, verified
 
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FreshRepo]:
     tmp = tmp_path_factory.mktemp("gpu_build_plugin_wheel")
-    launcher = Path(repo_root()) / "pants"
+    repo = tmp / "repo"
     try:
-        find_links = tmp / "wheels"
-        find_links.mkdir()
         checkout = Path(copy_checkout(repo_root(), tmp / "checkout"))
-        wheels = {}
-        for name, path in built_wheels(checkout).items():
-            wheels[name] = Path(shutil.copy2(path, find_links / name))
-        repo = tmp / "repo"
-        write_repo(repo, find_links)
-        lockfiles = run_pants(
-            repo, ["generate-lockfiles"], local_store=tmp / "store", launcher=launcher
-        ).check()
-        package = run_pants(
-            repo, ["package", f"{APP}:bundle"], local_store=tmp / "store", launcher=launcher
-        ).check()
+        page = read_page(checkout)
+        built_wheels(checkout)
+        for rel, text in page.files.items():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_text(text)
+        env = dict(base_env(), GPU_BUILD=str(checkout))
+        runs, verified = run_page_commands(repo, page.there, env, tmp / "store")
+        stop_pantsd(repo)
+        wheels = {name: repo / "wheels" / name for name in (PLUGIN_WHEEL, RUNTIME_WHEEL)}
+        assert all(p.is_file() for p in wheels.values()), sorted((repo / "wheels").iterdir())
+        assert {n: sha256(p) for n, p in wheels.items()} == {
+            n: sha256(checkout / "dist" / n) for n in wheels
+        }
         rebuilt = {
             name: sha256(path) for name, path in built_wheels(checkout, "--no-local-cache").items()
         }
-        for what, run in (("lockfiles", lockfiles), ("package", package)):
-            print(f"{what}: {run.summary()}")
-        yield FreshRepo(repo, wheels, lockfiles, package, rebuilt)
+        yield FreshRepo(repo, wheels, runs, verified, rebuilt)
     finally:
+        stop_pantsd(repo)
         # The local store holds a copy of the 280 MiB toolchain PEX.
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -295,9 +248,11 @@ def test_runtime_wheel_has_nothing_of_the_compiler(fresh: FreshRepo) -> None:
 
 
 def test_the_new_repo_resolved_the_plugin_and_locked_the_runtime_wheel(fresh: FreshRepo) -> None:
-    assert "Resolving plugins: gpu-build==0.1.0" in fresh.lockfiles.stderr
+    assert "Resolving plugins: gpu-build==0.1.0" in fresh.runs[LOCKFILES].stderr
     default_lock = (fresh.repo / "3rdparty/python/default.lock").read_text()
-    assert f"file://{fresh.wheels[RUNTIME_WHEEL]}" in default_lock
+    # Through the page's `[python-repos].path_mappings`: no path of this machine in the lockfile.
+    assert f"${{GPU_BUILD_WHEELS}}/{RUNTIME_WHEEL}" in default_lock
+    assert str(fresh.repo) not in default_lock
     assert (
         '"project_name": "numba-cuda"' in (fresh.repo / "3rdparty/python/cuda13.lock").read_text()
     )
@@ -306,8 +261,37 @@ def test_the_new_repo_resolved_the_plugin_and_locked_the_runtime_wheel(fresh: Fr
 def test_the_bundle_compiled_its_kernel_with_the_embedded_compiler(fresh: FreshRepo) -> None:
     # No gpu_compiler in the new repo and no `[gpu-toolchains].compiler`: the plugin's own.
     assert not list(fresh.repo.rglob("gpu_compiler"))
-    processes = [(c.source, c.capabilities, c.toolchain) for c in fresh.package.logged_compiles()]
-    assert processes == [(KERNEL, ("sm_80", "sm_90"), "cuda13")], fresh.package.stderr[-4000:]
+    package = fresh.runs[PACKAGE]
+    processes = [(c.source, c.capabilities, c.toolchain) for c in package.logged_compiles()]
+    assert processes == [(KERNEL, ("sm_80", "sm_90"), "cuda13")], package.stderr[-4000:]
+
+
+def has_cuda_driver() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def test_pants_run_of_the_app_reaches_jit_mode(fresh: FreshRepo) -> None:
+    """The page's app depends on its kernel: `pants run` finds the kernel index (JIT mode), not
+    "no cache"; here, with no GPU, it stops at the driver in one line, as the page says."""
+    run = fresh.runs[RUN]
+    assert "No GPU kernel cache found" not in run.stderr, run.stderr[-4000:]
+    assert "Traceback" not in run.stderr, run.stderr[-4000:]
+    assert run.returncode == 2, run.summary() + run.stderr[-4000:]
+    if not has_cuda_driver():
+        assert "error: no CUDA driver: " in run.stderr, run.stderr[-4000:]
+
+
+def test_no_warnings(fresh: FreshRepo) -> None:
+    """The page's pants.toml silences what Pants would warn about on every command."""
+    warned = {
+        command: [line for line in run.stderr.splitlines() if "[WARN]" in line]
+        for command, run in fresh.runs.items()
+    }
+    assert not any(warned.values()), warned
 
 
 def ptx_isa(ptx: str) -> tuple[int, int]:
@@ -354,16 +338,8 @@ def test_the_app_pex_carries_the_runtime_wheel_and_verifies_the_bundle(fresh: Fr
         "typing_extensions",  # cryptography's, on CPython < 3.11
     ], deps
     manifest = json.loads((bundle / "cache" / "manifest.json").read_text())
-    for minor, python in app_pythons().items():
-        run = subprocess.run(
-            [python, "app.pex", "--verify"],
-            cwd=bundle,
-            env=base_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            universal_newlines=True,
-            timeout=300,
-        )
+    assert sorted(fresh.verified) == sorted(app_pythons())
+    for minor, run in fresh.verified.items():
         assert run.returncode == 0, (minor, run.stderr[-4000:])
         report = json.loads(run.stdout.strip().splitlines()[-1])
         assert report == {"kernels": ["saxpy.saxpy"], "files": sorted(manifest["files"])}, minor

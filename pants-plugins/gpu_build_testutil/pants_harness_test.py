@@ -15,6 +15,8 @@ from gpu_build_testutil.pants_harness import (
     copy_checkout,
     log_spans,
     parse_counters,
+    run_pants,
+    stop_pantsd,
     tree_digests,
 )
 
@@ -125,3 +127,38 @@ def test_copy_checkout_mirrors_the_working_tree(tmp_path: Path) -> None:
     assert copy_checkout(source, dest) == str(dest)
     assert tree_digests(dest).keys() == {".gitignore", "pants", "kept.txt", "sub/new.txt"}
     assert (dest / "kept.txt").read_text() == "edited"
+
+
+FAKE_PANTS = """#!/bin/bash
+echo "$@" >> calls
+if [ "$1" = --pantsd ]; then
+  echo "pants.pantsd.process_manager.ProcessManager.Timeout: exceeded timeout of 60 seconds \
+while waiting for pantsd to start" >&2
+  exit 1
+fi
+echo done
+"""
+
+
+def test_a_pantsd_that_does_not_start_in_time_is_done_without(tmp_path: Path) -> None:
+    """Pants' client gives a pantsd 60 s to start; past that the run is made without pantsd."""
+    (tmp_path / "pants").write_text(FAKE_PANTS)
+    (tmp_path / "pants").chmod(0o755)
+    run = run_pants(tmp_path, ["package", "::"], local_store=None, pantsd=True)
+    assert run.check().stdout == "done\n"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "--pantsd package ::",
+        "--no-pantsd package ::",
+    ]
+    other = run_pants(tmp_path, ["package", "::"], local_store=None, pantsd=False)
+    assert other.returncode == 0 and len((tmp_path / "calls").read_text().splitlines()) == 3
+
+
+def test_stop_pantsd_ends_only_that_repos_pantsd(tmp_path: Path) -> None:
+    pid_dir = tmp_path / ".pids" / "abc" / "pantsd"
+    pid_dir.mkdir(parents=True)
+    (pid_dir / "pid").write_text(str(os.getpid()))  # a stale pid file naming this process
+    assert stop_pantsd(tmp_path) == []
+    (pid_dir / "pid").write_text("not a pid")
+    assert stop_pantsd(tmp_path) == []
+    assert stop_pantsd(tmp_path / "nowhere") == []

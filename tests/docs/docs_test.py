@@ -7,6 +7,12 @@
   tests/, 3rdparty/, .ci/ or docs/) exists. A Pants address (`dir:target`, `dir::`) names its
   directory. Paths with placeholders (`<...>`, `*`, `{...}`) are not checked, nor anything under
   dist/ or made by a build, nor text inside fenced code blocks.
+- Snippet markers (`<!-- file: PATH -->`, `<!-- commands: PLACE -->`, read by
+  gpu_build_testutil.doc_snippets, which tests build repos and run commands from) are each
+  followed by a fenced block, give each file once, and a file's path is named in backticks in
+  the text above its block, so a reader on GitHub (which hides the marker) sees which file it is.
+  Those files are the page's example repo, not this one: the repo-path check skips them and the
+  directories they are in.
 
 The pages come from the sandbox (the `//:docs` files target, so an edit reruns this test); the
 paths they name are looked up in the live checkout, $GPU_BUILD_REPO_ROOT, falling back to the
@@ -18,6 +24,8 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+
+from gpu_build_testutil import doc_snippets
 
 REPO_PREFIXES = ("src/", "pants-plugins/", "tests/", "3rdparty/", ".ci/", "docs/")
 PLACEHOLDER = re.compile(r"[<>*{}\[\]$]")
@@ -84,9 +92,21 @@ def link_errors(page: Path, text: str) -> list[str]:
     return errors
 
 
+def example_paths(text: str) -> set[str]:
+    """The files a page gives whole (its snippet markers) and the directories they are in: paths
+    of the page's example repo."""
+    paths: set[str] = set()
+    for name in doc_snippets.files(text):
+        parts = name.split("/")
+        paths.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return paths
+
+
 def repo_path_errors(page: Path, text: str, repo_root: Path) -> list[str]:
-    """Repo paths `page` names in inline code that do not exist under `repo_root`."""
+    """Repo paths `page` names in inline code that do not exist under `repo_root` (the page's
+    example files and their directories aside)."""
     errors = []
+    examples = example_paths(text)
     for number, line in _prose_lines(text):
         for _, span in CODE_SPAN.findall(line):
             span = span.strip()
@@ -96,8 +116,30 @@ def repo_path_errors(page: Path, text: str, repo_root: Path) -> list[str]:
                 if not token.startswith(REPO_PREFIXES) or PLACEHOLDER.search(token):
                     continue
                 path = token.rstrip(",;.)").split(":", 1)[0]  # an address names its directory
+                if path.rstrip("/") in examples:
+                    continue
                 if not (repo_root / path).exists():
                     errors.append(f"{page.name}:{number}: `{token}`: no {path} in {repo_root}")
+    return errors
+
+
+def snippet_errors(page: Path, text: str) -> list[str]:
+    """Malformed snippet markers, and file snippets whose path the text above them never names."""
+    try:
+        found = doc_snippets.snippets(text, page.name)
+    except doc_snippets.SnippetError as e:
+        return [str(e)]
+    lines = text.splitlines()
+    errors = []
+    end_of_previous = 0
+    for snippet in found:
+        above = lines[end_of_previous : snippet.line - 1]
+        if snippet.kind == "file" and f"`{snippet.name}`" not in "\n".join(above):
+            errors.append(
+                f"{page.name}:{snippet.line}: the block of {snippet.name} has no `{snippet.name}` "
+                "in the text above it (GitHub does not show the marker)"
+            )
+        end_of_previous = snippet.line + 1 + len(snippet.text.splitlines()) + 1
     return errors
 
 
@@ -132,6 +174,15 @@ def test_repo_paths_exist() -> None:
         for e in repo_path_errors(page, page.read_text(encoding="utf-8"), root)
     ]
     assert not errors, "missing repo paths:\n" + "\n".join(errors)
+
+
+def test_snippet_markers() -> None:
+    errors = [
+        e for page in _pages() for e in snippet_errors(page, page.read_text(encoding="utf-8"))
+    ]
+    assert not errors, "snippet markers:\n" + "\n".join(errors)
+    getting_started = _sandbox() / "docs" / "getting-started.md"
+    assert "pants.toml" in doc_snippets.files(getting_started.read_text(encoding="utf-8"))
 
 
 def test_there_is_something_to_check() -> None:
@@ -183,3 +234,27 @@ def test_the_checker_catches_what_is_broken(tmp_path: Path) -> None:
     assert "#no-such-section" in links[1]
     paths = repo_path_errors(page, text, tmp_path)
     assert len(paths) == 1 and "src/nowhere.py" in paths[0], paths
+
+
+def test_the_snippet_checker_catches_what_is_broken(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    good = (
+        "`src/app/BUILD`:\n\n<!-- file: src/app/BUILD -->\n```python\nx = 1\n```\n\n"
+        "<!-- commands: here -->\n```bash\n./pants package ::  # a comment\n# only a comment\n```\n"
+        "`src/app/BUILD` and `src/app` are the example's, not looked up here\n"
+    )
+    assert snippet_errors(page, good) == []
+    assert doc_snippets.files(good) == {"src/app/BUILD": "x = 1\n"}
+    assert doc_snippets.commands(good, "here") == ["./pants package ::  # a comment"]
+    assert repo_path_errors(page, good, tmp_path) == []
+    unnamed = good.replace("`src/app/BUILD`:", "The app's BUILD:")
+    assert len(snippet_errors(page, unnamed)) == 1
+    for broken in (
+        "<!-- file: a -->\n\n```\nx\n```\n",  # a blank line between marker and block
+        "`a`\n<!-- file: a -->\n```\nx\n",  # never closed
+        "<!-- file: ../a -->\n```\nx\n```\n",  # out of the example repo
+        "<!-- files: a -->\n```\nx\n```\n",  # a typo
+        "`a`\n<!-- file: a -->\n```\nx\n```\n<!-- file: a -->\n```\ny\n```\n",  # twice
+    ):
+        errors = snippet_errors(page, broken)
+        assert len(errors) == 1 and "page.md:" in errors[0], (broken, errors)

@@ -9,6 +9,10 @@
   naming both.
 - `experimental-deploy` to a real sshd on 127.0.0.1: the first deploy sends every file, the
   second, after editing one kernel, only that kernel's files and the manifest and signature.
+
+The first two runs share a pantsd (nothing in the repo changes between them, so pantsd's
+file watcher has nothing to catch up with); it is stopped before the first edit of the repo, and
+the later runs start Pants afresh.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Iterator
 import pytest
 
 from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
-from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants
+from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants, stop_pantsd
 
 APP = "src/python/imaging"
 BUNDLE = f"{APP}:imaging_h200"
@@ -57,6 +61,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checkout]:
     try:
         yield Checkout(repo, key, der[-32:].hex())
     finally:
+        stop_pantsd(repo)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -73,7 +78,9 @@ def signing(checkout: Checkout) -> list:
 
 
 def test_package_signs_the_manifest_and_pins_the_key(checkout: Checkout) -> None:
-    run_pants(checkout.repo, ["package", *signing(checkout), BUNDLE], local_store=None).check()
+    run_pants(
+        checkout.repo, ["package", *signing(checkout), BUNDLE], local_store=None, pantsd=True
+    ).check()
     bundle = checkout.repo / "dist" / "imaging_h200"
     manifest = bundle / "cache" / "manifest.json"
     sig = json.loads((bundle / "cache" / "manifest.json.sig").read_text())
@@ -113,13 +120,16 @@ def test_a_key_inside_the_repo_is_refused(checkout: Checkout) -> None:
     inside = checkout.repo / "signing.pem"
     shutil.copy(checkout.key, inside)
     try:
+        # The key file is read by the option's check, not by Pants' file watching: pantsd is safe.
         run = run_pants(
             checkout.repo,
             ["package", "--gpu-bundle-signing-key-file=signing.pem", BUNDLE],
             local_store=None,
+            pantsd=True,
         )
     finally:
         inside.unlink()
+        stop_pantsd(checkout.repo)  # the later tests edit the repo between runs
     assert run.returncode != 0
     assert "inside the repository" in " ".join(run.stderr.split())
 

@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
-from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants
+from gpu_build_testutil.pants_harness import (
+    PantsRun,
+    copy_checkout,
+    repo_root,
+    run_pants,
+    stop_pantsd,
+)
 
 APP = "src/python/imaging"
 # A bundle for this machine's own interpreter (the example ones are for other platforms). Its
@@ -58,16 +65,27 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     repo = tmp_path_factory.mktemp("gpu_build_jit") / "repo"
     copy_checkout(repo_root(), repo)
     with open(repo / APP / "BUILD", "a") as build:
         build.write(LOCAL_BUNDLE)
-    return repo
+    try:
+        yield repo
+    finally:
+        stop_pantsd(repo)
+
+
+def pants_run(repo: Path, target: str) -> PantsRun:
+    """`pants run` of target. The module's runs share one pantsd (the repo does not change
+    between them): one Pants start-up, not four."""
+    run = run_pants(repo, ["run", target], local_store=None, pantsd=True)
+    print(f"run {target}: {run.summary()}")
+    return run
 
 
 def test_pants_run_of_the_app_reaches_jit_mode(repo: Path) -> None:
-    run = run_pants(repo, ["run", f"{APP}:app"], local_store=None)
+    run = pants_run(repo, f"{APP}:app")
     assert run.returncode == 2, run.summary()
     assert "<KernelCache of JIT mode (5 kernel targets" in run.stdout
     assert "error: no CUDA driver: libcuda.so.1 cannot be loaded" in run.stderr
@@ -75,7 +93,7 @@ def test_pants_run_of_the_app_reaches_jit_mode(repo: Path) -> None:
 
 
 def test_pants_run_of_a_bundle_runs_it_from_the_package(repo: Path) -> None:
-    run = run_pants(repo, ["run", f"{APP}:imaging_local"], local_store=None)
+    run = pants_run(repo, f"{APP}:imaging_local")
     assert run.returncode == 2, run.summary()
     assert "<KernelCache of bundle 'imaging_local'" in run.stdout
     assert "/imaging_local/cache" in run.stdout
@@ -84,14 +102,14 @@ def test_pants_run_of_a_bundle_runs_it_from_the_package(repo: Path) -> None:
 
 
 def test_pants_run_of_the_example_h200_bundle_resolves_its_cpython(repo: Path) -> None:
-    run = run_pants(repo, ["run", f"{APP}:imaging_h200"], local_store=None)
+    run = pants_run(repo, f"{APP}:imaging_h200")
     assert run.returncode == 2, run.summary()
     assert "<KernelCache of bundle 'imaging_h200'" in run.stdout
     assert "error: no CUDA driver" in run.stderr
 
 
 def test_pants_run_of_a_bundle_for_another_machine_is_refused(repo: Path) -> None:
-    run = run_pants(repo, ["run", f"{APP}:imaging_orin"], local_store=None)
+    run = pants_run(repo, f"{APP}:imaging_orin")
     assert run.returncode != 0, run.summary()
     assert "built for aarch64 / CPython 3.10 (3rdparty/platforms/jetson_orin_cp310.json)" in (
         run.stderr

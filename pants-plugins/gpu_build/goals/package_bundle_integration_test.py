@@ -20,6 +20,11 @@
   its "no CUDA driver" error, twice (first and second start times printed and recorded as
   `timing` properties for .ci/test_summary.py), and its `verify` passes. It skips, saying why,
   where the root or binfmt_misc cannot be had (gpu_build_testutil/arm64_root.py).
+
+The refused bundle is in the BUILD file from the start (the two packages name their targets, so
+it changes nothing of theirs), so that the repo does not change between the second package and
+the refused one: those two share one pantsd (its first run, from the empty store, builds
+everything; the refused one then needs no Pants start-up of its own).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from gpu_build_testutil.pants_harness import (
     find_cpython,
     repo_root,
     run_pants,
+    stop_pantsd,
     tree_digests,
 )
 
@@ -89,6 +95,19 @@ def pex_names(pex: Path) -> list[str]:
         else:
             names.append(rel)
     return names
+
+
+# A CUDA 13 build for a CUDA 12.6 driver: refused (see its test).
+REFUSED_BUNDLE = """
+deploy_bundle(
+    name="orin_with_cuda13",
+    binary=":app",
+    kernels=["src/python/imaging/kernels:saxpy"],
+    capabilities=["sm_87"],
+    toolchain="cuda13",
+    driver_version="12.6",
+)
+"""
 
 
 def pex_wheels(pex: Path) -> list[str]:
@@ -144,14 +163,17 @@ def prepare_arm64(repo: Path) -> Arm64:
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
     tmp = tmp_path_factory.mktemp("gpu_build_bundles")
+    repo = tmp / "repo"
     try:
-        repo = tmp / "repo"
         copy_checkout(repo_root(), repo)
+        with open(repo / APP / "BUILD", "a") as build:
+            build.write(REFUSED_BUNDLE)
         # The arm64 root is fetched (first time) and its platform read while Pants packages.
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             arm64_ready = pool.submit(prepare_arm64, repo)
             specs: tuple[str, ...] = (f"{APP}:imaging_h200", f"{APP}:imaging_orin")
             run = run_pants(repo, ["package", *specs], local_store=tmp / "store1").check()
+            print(f"first package: {run.summary()}")
             try:
                 arm64 = arm64_ready.result()
             except Exception:
@@ -172,7 +194,10 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
             specs += (f"{ARM64_DIR}:{ARM64_BUNDLE}",)
         # A stale file from "an earlier package" must not survive the next one.
         (dist / "imaging_h200" / "cache" / "stale.cubin").write_bytes(b"old")
-        run_pants(repo, ["package", *specs], local_store=tmp / "store2").check()
+        # dist/ is not watched by Pants: the stale file does not stop the second run sharing its
+        # pantsd with the refused one.
+        again = run_pants(repo, ["package", *specs], local_store=tmp / "store2", pantsd=True)
+        print(f"second package: {again.check().summary()}")
         second = {name: tree_digests(dist / name) for name in ("imaging_h200", "imaging_orin")}
         second["archives"] = {
             a: hashlib.sha256((dist / a).read_bytes()).hexdigest()
@@ -180,6 +205,7 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
         }
         yield Bundles(repo, first, second, run, tmp / "store2", arm64)
     finally:
+        stop_pantsd(repo)
         # Each local store holds a copy of the toolchain PEXes (hundreds of MiB).
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -310,27 +336,9 @@ def test_jetson_bundle_targets_aarch64_cp310_and_cuda_12_6(bundles: Bundles) -> 
 
 
 def test_cuda13_build_for_a_cuda_12_6_driver_is_refused(bundles: Bundles) -> None:
-    build = bundles.repo / APP / "BUILD"
-    original = build.read_text()
-    build.write_text(
-        original
-        + """
-deploy_bundle(
-    name="orin_with_cuda13",
-    binary=":app",
-    kernels=["src/python/imaging/kernels:saxpy"],
-    capabilities=["sm_87"],
-    toolchain="cuda13",
-    driver_version="12.6",
-)
-"""
+    run = run_pants(
+        bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store, pantsd=True
     )
-    try:
-        run = run_pants(
-            bundles.repo, ["package", f"{APP}:orin_with_cuda13"], local_store=bundles.store
-        )
-    finally:
-        build.write_text(original)
     assert run.returncode != 0
     message = " ".join(run.stderr.split())
     assert f"The deploy_bundle {APP}:orin_with_cuda13 targets a CUDA 12.6 driver" in message
