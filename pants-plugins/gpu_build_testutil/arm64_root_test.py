@@ -28,7 +28,7 @@ def test_debian_handler_is_used_as_it_is() -> None:
 
 
 def test_registration_matches_what_the_kernel_reads_back() -> None:
-    line = arm64_root.registration("/root/.cache/gpu_build_bootstrap/aarch64/qemu-aarch64-static")
+    line = arm64_root.registration(str(arm64_root.cache_dir() / "qemu-aarch64-static"))
     _, name, kind, offset, magic, mask, interpreter, flags = line.split(":")
     assert (name, kind, offset, flags) == (arm64_root.HANDLER, "M", "", "F")
     assert interpreter.endswith("/qemu-aarch64-static")
