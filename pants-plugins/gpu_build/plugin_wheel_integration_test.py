@@ -25,7 +25,6 @@ caches are the machine's. The new repo's `./pants` runs after the lockfiles shar
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import re
@@ -46,6 +45,7 @@ from gpu_build_testutil.pants_harness import (
     base_env,
     copy_checkout,
     find_cpython,
+    has_cuda_driver,
     repo_root,
     run_pants,
     stop_pantsd,
@@ -264,14 +264,6 @@ def test_the_bundle_compiled_its_kernel_with_the_embedded_compiler(fresh: FreshR
     package = fresh.runs[PACKAGE]
     processes = [(c.source, c.capabilities, c.toolchain) for c in package.logged_compiles()]
     assert processes == [(KERNEL, ("sm_80", "sm_90"), "cuda13")], package.stderr[-4000:]
-
-
-def has_cuda_driver() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 def test_pants_run_of_the_app_reaches_jit_mode(fresh: FreshRepo) -> None:

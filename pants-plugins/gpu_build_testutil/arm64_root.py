@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence
 
+from gpu_build_testutil.pants_harness import bootstrap_cache
+
 ROOT_SUITE = "bookworm"  # CPython 3.11.2, glibc 2.36
 ROOT_MIRROR = "http://deb.debian.org/debian"  # $GPU_BUILD_DEBIAN_MIRROR overrides
 ARCHIVE_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
@@ -70,10 +72,7 @@ class Unavailable(Exception):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("PANTS_BOOTSTRAP_CACHE") or os.path.expanduser(
-        "~/.cache/gpu_build_bootstrap"
-    )
-    return Path(root) / "aarch64"
+    return bootstrap_cache("aarch64")
 
 
 def _tool(name: str) -> str:

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from gpu_build_testutil.pants_harness import bootstrap_cache
+
 PACKAGES = ("openssh-server", "libwrap0")
 
 
@@ -29,10 +31,7 @@ class SshdUnavailable(Exception):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("PANTS_BOOTSTRAP_CACHE") or os.path.expanduser(
-        "~/.cache/gpu_build_bootstrap"
-    )
-    return Path(root) / "openssh-server"
+    return bootstrap_cache("openssh-server")
 
 
 def _download(tmp: Path) -> None:

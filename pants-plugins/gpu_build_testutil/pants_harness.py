@@ -18,6 +18,7 @@ What it reads back from a run:
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import hashlib
 import json
@@ -30,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
 from gpu_build.util_rules.compile_description import CompileDescription, parse_compile_description
@@ -390,6 +392,24 @@ def stop_pantsd(repo: StrPath, wait_s: float = 30.0) -> list[int]:
             except OSError:
                 pass
     return stopped
+
+
+def bootstrap_cache(name: str) -> Path:
+    """Where the tests keep what they fetch once (`$PANTS_BOOTSTRAP_CACHE`, default
+    ~/.cache/gpu_build_bootstrap): one directory `name` each (openssh-server, aarch64)."""
+    root = os.environ.get("PANTS_BOOTSTRAP_CACHE") or os.path.expanduser(
+        "~/.cache/gpu_build_bootstrap"
+    )
+    return Path(root) / name
+
+
+def has_cuda_driver() -> bool:
+    """Whether this machine's driver library loads (where it does, apps really run)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def tree_digests(path: StrPath) -> dict[str, str]:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +21,7 @@ import pytest
 from gpu_build_testutil.pants_harness import (
     PantsRun,
     copy_checkout,
+    has_cuda_driver,
     repo_root,
     run_pants,
     stop_pantsd,
@@ -49,14 +49,6 @@ deploy_bundle(
     driver_version="13.0",
 )
 """
-
-
-def has_cuda_driver() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
 
 
 pytestmark = pytest.mark.skipif(
