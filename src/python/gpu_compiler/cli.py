@@ -14,6 +14,13 @@ them (``gpu_compiler.numba.shared_lowering``). The bytes are those of one
 process per capability: numba's naming counters are reset for each compile, and
 linked libraries reach NVVM in a stable order (``gpu_compiler.numba.link_order``).
 
+``--capability-from-stdin`` instead reads that list as one line from stdin
+once the toolchain is loaded and the process confined: JIT mode starts the
+compile before it knows the GPU (loading numba-cuda and the CUDA libraries is
+most of a cold compile) and sends the capability when the driver answers; end
+of input instead (the caller found the kernel cached, or died) exits 0 having
+written nothing.
+
 On success OUT holds ``<capability>/<module>.ptx``, ``<capability>/<module>.cubin``
 per module and ``<capability>/metadata.json`` for each capability; exit status 0.
 If any capability fails, each failure goes to stderr prefixed by the
@@ -69,12 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--source", required=True, help="kernel source (.py or .cu), relative to the cwd"
     )
-    c.add_argument(
+    targets = c.add_mutually_exclusive_group(required=True)
+    targets.add_argument(
         "--capability",
         action="append",
-        required=True,
         metavar="SM[,SM...]",
         help="target(s), e.g. sm_90 or sm_87,sm_90 (repeatable); each gets OUT/<capability>/",
+    )
+    targets.add_argument(
+        "--capability-from-stdin",
+        action="store_true",
+        help="read the target(s) as one line from stdin once the toolchain is loaded (JIT mode "
+        "starts the compile while it asks the driver which GPU it has); end of input before a "
+        "line: exit 0 having written nothing",
     )
     c.add_argument(
         "--out-dir",
@@ -169,10 +183,8 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     )
     from gpu_compiler.numba.shared_lowering import shared_lowering
 
-    try:
-        capabilities = capabilities_of(args.capability)
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))  # exits 2, like every usage error
+    if not args.capability_from_stdin:
+        capabilities = _capabilities_or_exit(args.capability, parser)
     options = CompileOptions(
         fast_math=args.fast_math,
         lineinfo=args.lineinfo,
@@ -184,6 +196,11 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         sys_path=list(args.sys_path),
     )
     _confine(args)
+    if args.capability_from_stdin:
+        line = sys.stdin.readline().strip()
+        if not line:  # the caller went away or no longer needs it: nothing was asked
+            return 0
+        capabilities = _capabilities_or_exit([line], parser)
     results: Dict[str, CompileResult] = {}
     failures: List[Tuple[str, str]] = []
     # Every capability is tried, so the report names all that fail, not only the first. With
@@ -204,6 +221,14 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
             sys.stderr.write("%s: %s\n" % (capability, w))
     write_outputs_by_capability(results, args.out_dir)
     return 0
+
+
+def _capabilities_or_exit(values: Sequence[str], parser: argparse.ArgumentParser) -> List[str]:
+    try:
+        return capabilities_of(values)
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))  # exits 2, like every usage error
+        raise  # pragma: no cover - parser.error does not return
 
 
 def _confine(args: argparse.Namespace) -> None:

@@ -240,6 +240,50 @@ def test_one_failing_capability_is_named_and_nothing_is_written(tmp_path):
     assert not os.path.exists(os.path.join(sandbox, "out"))
 
 
+def _run_with_input(cwd: str, text: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gpu_compiler"] + list(args),
+        cwd=cwd,
+        env=_hidden_cuda_env(),
+        input=text,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )
+
+
+def test_capability_from_stdin_gives_the_same_bytes_and_eof_writes_nothing(tmp_path):
+    """JIT mode's early start: the capability arrives on stdin once the toolchain is loaded;
+    the bytes are those of `--capability`; end of input (the caller found the kernel cached,
+    or died) exits 0 having written nothing. Neither leaves the compile's private temporary
+    directory behind (it is made beside the output, where the OS sandbox lets it be removed)."""
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    args = ["--source", "src/python/imaging/kernels/saxpy.py", "--sys-path", "src/python"]
+    given = _run(sandbox, "compile", "--out-dir", "given", *args, "--capability", "sm_90")
+    assert given.returncode == 0, given.stderr
+    read = _run_with_input(
+        sandbox, "sm_90\n", "compile", "--out-dir", "read", *args, "--capability-from-stdin"
+    )
+    assert read.returncode == 0, read.stderr
+    assert _read_tree(os.path.join(sandbox, "read", "sm_90")) == _read_tree(
+        os.path.join(sandbox, "given", "sm_90")
+    )
+    cancelled = _run_with_input(
+        sandbox, "", "compile", "--out-dir", "cancelled", *args, "--capability-from-stdin"
+    )
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert not os.path.exists(os.path.join(sandbox, "cancelled"))
+    assert [n for n in os.listdir(sandbox) if n.startswith(".gpu_compiler-tmp")] == []
+    bad = _run_with_input(
+        sandbox, "sm_9x\n", "compile", "--out-dir", "bad", *args, "--capability-from-stdin"
+    )
+    assert bad.returncode != 0 and "sm_9x" in bad.stderr
+    assert not os.path.exists(os.path.join(sandbox, "bad"))
+    both = _run(sandbox, "compile", "--out-dir", "o", *args, "--capability", "sm_90",
+                "--capability-from-stdin")  # fmt: skip
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
 def test_cli_usage_error_exits_2(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o")

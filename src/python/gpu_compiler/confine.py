@@ -17,7 +17,8 @@ What stays readable (read and execute unless said):
   libraries already loaded, libc among them);
 - what the interpreter and the CUDA libraries were measured to need: ``/dev/null``
   (read-write), ``/dev/urandom``, ``/dev/random``, ``/dev/zero``; a private empty temporary
-  directory, made for this process and given to it as TMPDIR (read-write), removed at exit.
+  directory beside the output directory, made for this process and given to it as TMPDIR
+  (read-write), removed at exit.
 
 The toolchain is loaded first (``prepare_toolchain``): numba's modules, NVRTC, NVVM and
 nvJitLink, so that no library has to be found on the host later and numba's bytecode caches
@@ -37,6 +38,7 @@ import site
 import sys
 import sysconfig
 import tempfile
+import threading
 from typing import Iterable, List, Optional, Tuple
 
 from gpu_compiler import landlock
@@ -144,7 +146,31 @@ def prepare_toolchain(language_suffix: str) -> None:
     Why: libraries loaded later would be looked up through the host's loader cache and system
     directories, which the ruleset does not open; numba's modules loaded later would not get
     their bytecode cache written into the toolchain (the ruleset makes it read-only).
+
+    The CUDA libraries load in a thread while numba-cuda is imported here (dlopen and
+    nvJitLink's first handle release the GIL): on a GPU machine the handle alone takes ~0.19 s
+    (nvJitLink loads the driver), which then overlaps the ~1 s of numba's import.
     """
+    # The driver's and nvJitLink's compute cache (~/.nv/ComputeCache) is outside the ruleset: a
+    # link would try it and print "WARNING 999: cache access failed" on every compile; a cache
+    # never changes the bytes written.
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    libraries = threading.Thread(
+        target=_load_cuda_libraries,
+        args=(language_suffix,),
+        name="gpu_compiler: CUDA libraries",
+    )
+    libraries.start()
+    try:
+        if language_suffix == ".py":
+            from gpu_compiler.numba.backend import require_numba
+
+            require_numba()
+    finally:
+        libraries.join()
+
+
+def _load_cuda_libraries(language_suffix: str) -> None:
     from cuda.bindings import nvjitlink
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
@@ -157,10 +183,6 @@ def prepare_toolchain(language_suffix: str) -> None:
         nvjitlink.destroy(nvjitlink.create(1, ["-arch=sm_75"]))
     except Exception:  # pragma: no cover - reported by the link itself
         pass
-    if language_suffix == ".py":
-        from gpu_compiler.numba.backend import require_numba
-
-        require_numba()
 
 
 def confine(root: str, out_dir: str) -> Optional[Confinement]:
@@ -178,7 +200,9 @@ def confine(root: str, out_dir: str) -> Optional[Confinement]:
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     ruleset.allow(parent, landlock.READ_WRITE)
-    tmpdir = tempfile.mkdtemp(prefix="gpu_compiler-")
+    # Beside the outputs, not in /tmp: removing a directory needs the right to remove entries
+    # of its parent, which the ruleset gives for `parent` only (one in /tmp outlived each compile)
+    tmpdir = tempfile.mkdtemp(prefix=".gpu_compiler-tmp-", dir=parent)
     atexit.register(shutil.rmtree, tmpdir, True)
     ruleset.allow(tmpdir, landlock.READ_WRITE)
     ruleset.allow_all(_toolchain_dirs(), landlock.READ_EXECUTE)

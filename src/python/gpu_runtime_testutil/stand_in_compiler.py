@@ -6,7 +6,7 @@ changes the output, and, as numba's and NVRTC's do, from the environment variabl
 change codegen (NUMBA_*, CUDA_*, NVRTC_*, NVVM_*, LD_*, any case), so that one that leaks
 into the compile shows in its bytes. $FAKE_COMPILER_LOG gets a line per compile,
 $FAKE_COMPILER_SLEEP widens race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash,
-$FAKE_COMPILER_FAIL fails.
+$FAKE_COMPILER_FAIL fails. `--capability-from-stdin` reads the capability as gpu_compiler does.
 """
 
 from __future__ import annotations
@@ -46,9 +46,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("command")
     parser.add_argument("--source", required=True)
-    parser.add_argument("--capability", required=True)
+    parser.add_argument("--capability")
+    parser.add_argument("--capability-from-stdin", action="store_true")
     parser.add_argument("--out-dir", required=True)
     args, _ = parser.parse_known_args(argv)
+    if args.capability_from_stdin:  # as gpu_compiler: the line, or nothing to do at EOF
+        args.capability = sys.stdin.readline().strip()
+        if not args.capability:
+            return 0
     if os.environ.get("FAKE_COMPILER_FAIL"):
         sys.stderr.write(
             f"{args.capability}: {args.source}:3: error: {os.environ['FAKE_COMPILER_FAIL']}\n"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -33,6 +34,7 @@ from gpu_runtime.jit.compiler import (
     Compiler,
     CompilerNotFoundError,
     JitCompileError,
+    PendingCompile,
     find_compiler,
     no_compiler_message,
 )
@@ -40,6 +42,7 @@ from gpu_runtime.jit.key import jit_key
 from gpu_runtime.jit.sources import JitSource
 from gpu_runtime.jit.store import Entry, JitCacheError, JitStore, parse_size
 from gpu_runtime.runtime import KernelCache
+from gpu_spec.capabilities import CAPABILITY_MIN_PTX_ISA
 from gpu_spec.manifest.build import build_manifest
 from gpu_spec.manifest.model import Manifest
 from gpu_spec.manifest.parse import parse_manifest
@@ -64,7 +67,7 @@ def cache_bound(environ: Optional[Mapping[str, str]] = None) -> int:
         ) from None
 
 
-def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
+def in_background(call: Callable[[], Any], what: str) -> Callable[[], Any]:
     """Starts `call` in a thread; the function returned waits for it and gives its result (or
     raises its exception) in the caller's thread."""
     outcome: Dict[str, Any] = {}
@@ -75,7 +78,7 @@ def in_background(call: Callable[[], Any]) -> Callable[[], Any]:
         except BaseException as e:  # re-raised by `result`, where the caller can handle it
             outcome["error"] = e
 
-    thread = threading.Thread(target=run, name="gpu_runtime: JIT fingerprint", daemon=True)
+    thread = threading.Thread(target=run, name=f"gpu_runtime: {what}", daemon=True)
     thread.start()
 
     def result() -> Any:
@@ -167,32 +170,75 @@ class JitKernelCache(KernelCache):
             if src is None:
                 return
             compiler = self._find_compiler()
-            # The compiler's fingerprint (its code hashed: ~40 ms) is taken while the driver
-            # starts (the first device query, ~0.23 s on an H200, releases the GIL)
-            fingerprint = in_background(compiler.fingerprint) if compiler is not None else None
-            capability = self.device.sm  # the driver first: no GPU, no compile
-            if compiler is None or fingerprint is None:
+            # The driver starts in a thread (~0.3 s on an H200, the GIL released) while this
+            # one takes the compiler's fingerprint (its code hashed: ~40 ms) and the key's
+            # inputs, and, if the library looks never compiled, starts the compile process.
+            capability = in_background(lambda: self.device.sm, "driver start")
+            if compiler is None:
+                capability()  # the driver first: no GPU, no compile
                 raise CompilerNotFoundError(no_compiler_message(src.target, src.toolchain))
-            key = jit_key(
-                source=src.source,
-                files=src.current_files(),
-                flags=src.flags,
-                capability=capability,
-                fingerprint=fingerprint(),
-            )
-            t0 = time.perf_counter()
-            entry, compiled = self._entry(src, key, capability, compiler)
+            early: Optional[_EarlyCompile] = None
+            try:
+                fingerprint = compiler.fingerprint()
+                files = src.current_files()
+
+                def key_for(cap: str) -> str:
+                    return jit_key(
+                        source=src.source,
+                        files=files,
+                        flags=src.flags,
+                        capability=cap,
+                        fingerprint=fingerprint,
+                    )
+
+                if not self._compiled_before(key_for):
+                    early = self._start(src, compiler)
+            except BaseException:
+                capability()  # the driver first: no GPU is said before anything else
+                raise
+            try:
+                sm = capability()
+                t0 = time.perf_counter()
+                entry, compiled = self._entry(src, key_for(sm), sm, compiler, early)
+            finally:
+                if early is not None:
+                    early.close()  # a hit after all, or an error: the process is ended
             took = time.perf_counter() - t0
             self._library_origin[name] = (
-                f"compiled now for {capability} in {took:.2f} s"
+                f"compiled now for {sm} in {took:.2f} s"
                 if compiled
-                else f"JIT cache hit for {capability} ({took * 1e3:.1f} ms)"
+                else f"JIT cache hit for {sm} ({took * 1e3:.1f} ms)"
             )
             log.info("gpu_runtime: %s (%s): %s", name, src.target, self._library_origin[name])
             self._add(name, src, entry)
 
+    def _compiled_before(self, key_for: Callable[[str], str]) -> bool:
+        """Whether the store has this library, exactly, for any known capability: then it is
+        most likely a hit for this GPU too, and no compile process is started on speculation."""
+        return any(self._store.has(key_for(cap)) for cap in CAPABILITY_MIN_PTX_ISA)
+
+    def _start(self, src: JitSource, compiler: Compiler) -> "_EarlyCompile":
+        """The compile process, started now in a private working directory of the store; it
+        waits for the capability (`PendingCompile`)."""
+        work = self._store.work_dir()
+        try:
+            pending = compiler.start(
+                ["--source", src.source, "--out-dir", os.path.join(work, "out")] + list(src.flags),
+                cwd=src.root,
+                what=f"compiling {src.source} (target {src.target})",
+            )
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        return _EarlyCompile(pending, work)
+
     def _entry(
-        self, src: JitSource, key: str, capability: str, compiler: Compiler
+        self,
+        src: JitSource,
+        key: str,
+        capability: str,
+        compiler: Compiler,
+        early: Optional["_EarlyCompile"] = None,
     ) -> Tuple[Entry, bool]:
         if key not in self._held:  # before the look-up: no prune can remove it from now on
             self._held[key] = self._store.hold(key)
@@ -206,23 +252,28 @@ class JitKernelCache(KernelCache):
                 return entry, False
 
             def fill(staged: str) -> None:
-                out = os.path.join(staged, "out")
-                compiler.compile(
-                    ["--source", src.source, "--capability", capability, "--out-dir", out]
-                    + list(src.flags),
-                    cwd=src.root,
-                    what=f"compiling {src.source} (target {src.target}) for {capability}",
+                what = f"compiling {src.source} (target {src.target}) for {capability}"
+                if early is not None:
+                    out = early.finish(capability)
+                else:
+                    work = self._store.work_dir()
+                    out = os.path.join(work, "out")
+                    try:
+                        compiler.compile(
+                            ["--source", src.source, "--capability", capability, "--out-dir", out]
+                            + list(src.flags),
+                            cwd=src.root,
+                            what=what,
+                        )
+                    except BaseException:
+                        shutil.rmtree(work, ignore_errors=True)
+                        raise
+                _collect(
+                    out,
+                    capability,
+                    staged,
+                    f"{compiler.description} for {src.source} " f"({src.target})",
                 )
-                written = os.path.join(out, capability)
-                if not os.path.isdir(written):
-                    raise JitCompileError(
-                        f"JIT mode: {compiler.description} wrote nothing for {src.source} "
-                        f"({src.target}) under --out-dir/{capability}: is it gpu_compiler?"
-                    )
-                for n in os.listdir(written):
-                    os.rename(os.path.join(written, n), os.path.join(staged, n))
-                os.rmdir(written)
-                os.rmdir(out)
 
             info = {"library": src.library, "target": src.target, "capability": capability}
             entry = self._store.create(key, info, fill)
@@ -250,3 +301,38 @@ class JitKernelCache(KernelCache):
                 self._libraries[lib.name] = lib
             self._files.update(part.files)
             del self._pending[name]
+
+
+class _EarlyCompile:
+    """A `PendingCompile` and the working directory it writes in (removed by `close`)."""
+
+    def __init__(self, pending: PendingCompile, work: str) -> None:
+        self._pending = pending
+        self._work = work
+        self._finished = False
+
+    def finish(self, capability: str) -> str:
+        """Sends the capability and waits: the output directory holding `<capability>/`."""
+        self._pending.finish(capability)
+        self._finished = True
+        return os.path.join(self._work, "out")
+
+    def close(self) -> None:
+        if not self._finished:
+            self._pending.cancel()
+        shutil.rmtree(self._work, ignore_errors=True)
+
+
+def _collect(out: str, capability: str, staged: str, what: str) -> None:
+    """Moves the compile's files for `capability` into the staged entry (one filesystem: the
+    store's), then removes `out`'s working directory."""
+    written = os.path.join(out, capability)
+    try:
+        if not os.path.isdir(written):
+            raise JitCompileError(
+                f"JIT mode: {what} wrote nothing under --out-dir/{capability}: is it gpu_compiler?"
+            )
+        for n in os.listdir(written):
+            os.rename(os.path.join(written, n), os.path.join(staged, n))
+    finally:
+        shutil.rmtree(os.path.dirname(out), ignore_errors=True)

@@ -357,6 +357,132 @@ def test_no_gpu_fails_before_looking_for_a_compiler(index_dir, tmp_path):
         cache.kernel("saxpy")
 
 
+class CountingCompiler(Compiler):
+    """The fake compiler, recording how each compile was run: "start" (the process started
+    before the capability was known, JIT mode's early start) or "compile" (after)."""
+
+    calls: list
+
+    def start(self, argv, cwd, what):
+        self.calls.append("start")
+        started = super().start(argv, cwd, what)
+        self.on_start()
+        return started
+
+    def compile(self, argv, cwd, what):
+        self.calls.append("compile")
+        return super().compile(argv, cwd, what)
+
+    def on_start(self) -> None:
+        pass
+
+
+def counting_compiler(calls, on_start=None) -> CountingCompiler:
+    base = fake_compiler()
+    compiler = CountingCompiler(base.command, base.env, base.description)
+    compiler.calls = calls
+    if on_start is not None:
+        compiler.on_start = on_start
+    return compiler
+
+
+def _tmp_left(tmp_path):
+    return os.listdir(os.path.join(JitStore(str(tmp_path / "jit")).root, ".tmp"))
+
+
+def test_a_never_compiled_library_starts_its_compile_before_the_driver_answers(
+    index_dir, tmp_path, compile_log
+):
+    """Cold: the compile process loads its toolchain while the driver starts (the two used to
+    add up); the capability reaches it on stdin. Warm for another GPU: compiled after the
+    driver answers (no process started on speculation when the library was compiled before)."""
+    import threading
+
+    started = threading.Event()
+    seen_before_driver = []
+
+    class SlowDriver(FakeBackend):
+        def device_info(self):
+            seen_before_driver.append(started.wait(timeout=30))
+            return self.info
+
+    calls: list = []
+    compiler = counting_compiler(calls, on_start=started.set)
+    cache = jit_cache(index_dir, tmp_path, SlowDriver(), compiler=lambda: compiler)
+    cache.kernel("saxpy.saxpy").load()
+    assert calls == ["start"] and seen_before_driver[0] is True
+    assert compiles(compile_log) == 1 and "compiled now for sm_90" in cache.describe()
+    older = jit_cache(index_dir, tmp_path, FakeBackend(capability=(8, 0)), lambda: compiler)
+    older.kernel("saxpy.saxpy").load()
+    assert calls == ["start", "compile"] and compiles(compile_log) == 2
+    again = jit_cache(index_dir, tmp_path, compiler=lambda: compiler)
+    again.kernel("saxpy.saxpy").load()
+    assert calls == ["start", "compile"] and "JIT cache hit" in again.describe()
+    assert _tmp_left(tmp_path) == []  # the compile processes' working directories are gone
+
+
+def test_an_early_compile_is_ended_when_the_entry_turns_up_or_the_driver_fails(
+    index_dir, tmp_path, compile_log, monkeypatch
+):
+    """A process started early and not needed (another process published the entry first;
+    no GPU) is killed before it reads a capability: it compiles nothing and leaves nothing."""
+    calls: list = []
+    compiler = counting_compiler(calls)
+    jit_cache(index_dir, tmp_path, compiler=lambda: compiler).kernel("saxpy.saxpy").load()
+    assert compiles(compile_log) == 1
+    monkeypatch.setattr(JitKernelCache, "_compiled_before", lambda self, key_for: False)
+    hit = jit_cache(index_dir, tmp_path, compiler=lambda: compiler)
+    hit.kernel("saxpy.saxpy").load()
+    assert calls == ["start", "start"] and compiles(compile_log) == 1
+    assert "JIT cache hit" in hit.describe() and _tmp_left(tmp_path) == []
+
+    class NoDriver(FakeBackend):
+        def device_info(self):
+            raise DeviceError("no usable CUDA device (device 0): no CUDA driver")
+
+    cold = tmp_path / "cold"
+    cold.mkdir()
+    with pytest.raises(DeviceError, match="no CUDA driver"):
+        jit_cache(index_dir, cold, NoDriver(), compiler=lambda: compiler).kernel("saxpy")
+    assert calls == ["start", "start", "start"] and compiles(compile_log) == 1
+    assert _tmp_left(cold) == []
+
+
+def test_jit_mode_starts_cuda_when_the_cache_opens_unless_told_not_to(
+    index_dir, tmp_path, monkeypatch
+):
+    """As a bundle's launcher does at process start (and with its switch): the driver's start
+    (~0.3 s) overlaps the app's next imports and the first lookup instead of following them."""
+    from gpu_runtime.driver.device import CudaBackend
+
+    started = []
+    monkeypatch.setattr(CudaBackend, "start_in_background", lambda self: started.append(self))
+    monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE", str(tmp_path / "jit"))
+    cache = gpu_runtime.open_cache(kernels_path=[index_dir])
+    assert isinstance(cache, JitKernelCache) and started == [cache._backend]
+    monkeypatch.setenv("GPU_BUNDLE_INIT_CUDA", "0")
+    gpu_runtime.open_cache(kernels_path=[index_dir])
+    gpu_runtime.open_cache(kernels_path=[index_dir], backend=FakeBackend())  # not its own
+    assert len(started) == 1
+
+
+def test_a_failed_early_cuda_start_is_reported_by_the_first_use(monkeypatch):
+    from gpu_runtime.driver import device
+
+    class NoDriver:
+        calls = 0
+
+        def cuInit(self, flags):
+            NoDriver.calls += 1
+            raise RuntimeError("Failed to dlopen libcuda.so.1")
+
+    monkeypatch.setattr(device, "driver_api", NoDriver)
+    backend = device.CudaBackend()
+    backend.start_in_background()
+    with pytest.raises(DeviceError, match="no CUDA driver: libcuda.so.1 cannot be loaded"):
+        backend.device_info()
+
+
 def test_no_compiler_says_how_to_get_one(index_dir, tmp_path):
     cache = jit_cache(index_dir, tmp_path, compiler=lambda: None)
     with pytest.raises(CompilerNotFoundError) as e:
@@ -371,6 +497,7 @@ def test_compile_error_writes_nothing(index_dir, tmp_path, monkeypatch):
     with pytest.raises(JitCompileError, match=r"saxpy.py:3: error: name 'cuda'"):
         jit_cache(index_dir, tmp_path).kernel("saxpy")
     assert JitStore(str(tmp_path / "jit")).entries() == []
+    assert _tmp_left(tmp_path) == []
 
 
 def _bundle_and_index(tmp_path, index_dir, monkeypatch, caps=("sm_90",)):

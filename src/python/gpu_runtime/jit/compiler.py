@@ -101,14 +101,23 @@ class Compiler:
         """Runs `compile <argv>` in `cwd`; returns its stderr (warnings) or raises."""
         return self._run(["compile", *argv], cwd=cwd, what=what).stderr
 
-    def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
-        try:
-            import subprocess  # here: a device app with a bundle imports this module for nothing
+    def start(self, argv: Sequence[str], cwd: str, what: str) -> "PendingCompile":
+        """Starts `compile <argv> --capability-from-stdin` in `cwd`: the process loads the
+        toolchain (most of a cold compile) while the caller learns the capability, then
+        `PendingCompile.finish` sends it, or `cancel` ends the process."""
+        args = ["compile", *argv, "--capability-from-stdin"]
+        proc = self._popen(args, cwd=cwd)
+        return PendingCompile(proc, what, self.description)
 
-            proc = subprocess.run(
+    def _popen(self, args: Sequence[str], cwd: Optional[str]) -> Any:
+        import subprocess  # here: a device app with a bundle imports this module for nothing
+
+        try:
+            return subprocess.Popen(
                 [*self.command, *args],
                 cwd=cwd,
                 env=dict(self.env),
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 universal_newlines=True,
@@ -117,12 +126,58 @@ class Compiler:
             raise CompilerNotFoundError(
                 f"JIT mode: cannot run {self.description}: {e.strerror or e}"
             ) from e
-        if proc.returncode != 0:
-            raise JitCompileError(
-                f"JIT mode: {what or ' '.join(args)} failed (exit {proc.returncode}, "
-                f"{self.description}):\n{proc.stderr.strip()}"
-            )
-        return proc
+
+    def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
+        proc = self._popen(args, cwd=cwd)
+        stdout, stderr = proc.communicate("")
+        return _checked(proc.returncode, stdout, stderr, what or " ".join(args), self.description)
+
+
+def _checked(returncode: int, stdout: str, stderr: str, what: str, description: str) -> Any:
+    """The finished process's (stdout, stderr), or its failure as a JitCompileError."""
+    if returncode != 0:
+        raise JitCompileError(
+            f"JIT mode: {what} failed (exit {returncode}, {description}):\n{stderr.strip()}"
+        )
+    return _Finished(stdout, stderr)
+
+
+@dataclass(frozen=True)
+class _Finished:
+    stdout: str
+    stderr: str
+
+
+class PendingCompile:
+    """A compile process started before its capability was known (`Compiler.start`).
+
+    Why: a cold JIT compile is mostly the compiler process loading numba-cuda and the CUDA
+    libraries (~1.5 s on an H200's host), and the app's own start of the driver (~0.3 s) used
+    to come first; started early, the two overlap. Exactly one of `finish` and `cancel` ends
+    it; a process whose parent dies sees end of input and exits having written nothing.
+    """
+
+    def __init__(self, proc: Any, what: str, description: str) -> None:
+        self._proc = proc
+        self._what = what
+        self._description = description
+        self._ended = False
+
+    def finish(self, capability: str) -> str:
+        """Sends `capability`, waits; its stderr (warnings), or JitCompileError."""
+        self._ended = True
+        stdout, stderr = self._proc.communicate(capability + "\n")
+        what = f"{self._what} for {capability}"
+        return _checked(self._proc.returncode, stdout, stderr, what, self._description).stderr
+
+    def cancel(self) -> None:
+        """Ends the process (a cache hit after all, or an error) and reaps it."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.communicate()
 
 
 def _importable_here() -> bool:

@@ -220,6 +220,18 @@ class JitStore:
         finally:
             shutil.rmtree(staged, ignore_errors=True)  # gone already once published
 
+    def has(self, key: str) -> bool:
+        """Whether an entry directory exists for `key` (stat only; `load` verifies it)."""
+        return os.path.isdir(self._dir(key))
+
+    def work_dir(self) -> str:
+        """A new private directory for a compile process to write in (same filesystem as the
+        entries); its owner removes it, `prune` sweeps one left by a crash."""
+        try:
+            return self.staging("compile")
+        except OSError as e:
+            raise write_error(self.root, e, "creating a working directory") from None
+
     def staging(self, key: str) -> str:
         """A new private directory to build an entry in (same filesystem as the entry)."""
         path = self._dir(".tmp", f"{key}.{uuid.uuid4().hex}")
