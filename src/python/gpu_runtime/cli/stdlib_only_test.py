@@ -25,7 +25,9 @@ def _bare_device(tmp_path: Path) -> dict:
     stubs = tmp_path / "stubs"
     for name in UNIMPORTABLE:
         (stubs / name).mkdir(parents=True)
-        (stubs / name / "__init__.py").write_text(f"raise ImportError('no {name} on this device')\n")
+        (stubs / name / "__init__.py").write_text(
+            f"raise ImportError('no {name} on this device')\n"
+        )
     copy = tmp_path / "copy"
     shutil.copytree(
         os.path.dirname(gpu_runtime.__file__),
