@@ -278,11 +278,13 @@ def test_pants_run_of_the_app_reaches_jit_mode(fresh: FreshRepo) -> None:
 
 
 def test_no_warnings(fresh: FreshRepo) -> None:
-    """The page's pants.toml silences what Pants would warn about on every command."""
+    """The page's pants.toml silences what Pants would warn about on every command: each
+    `./pants` command of the page (generate-lockfiles, package, run) prints no `[WARN]` line."""
     warned = {
         command: [line for line in run.stderr.splitlines() if "[WARN]" in line]
         for command, run in fresh.runs.items()
     }
+    assert {LOCKFILES, PACKAGE, RUN} <= set(warned), sorted(warned)  # none went unchecked
     assert not any(warned.values()), warned
 
 

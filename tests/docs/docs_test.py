@@ -14,16 +14,27 @@
   Those files are the page's example repo, not this one: the repo-path check skips them and the
   directories they are in.
 
+- docs/runtime-api.md names every name of `gpu_runtime.__all__` and has a heading for every
+  exception class defined under src/python/gpu_runtime (found by parsing the sources with `ast`,
+  so a new exception without docs fails here).
+- Every fragment docs/troubleshooting.md quotes in its message column (inline code, split on
+  `<...>` placeholders and `...`) occurs in a string literal of the .py files under src/ and
+  pants-plugins/, so the page cannot drift from what the tools print.
+
 The pages come from the sandbox (the `//:docs` files target, so an edit reruns this test); the
 paths they name are looked up in the live checkout, $GPU_BUILD_REPO_ROOT, falling back to the
-sandbox.
+sandbox. The sources are read from both: the sandbox has the non-test sources (files targets,
+so an edit there reruns this test), the live checkout also the tests.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import os
 import re
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from gpu_build_testutil import doc_snippets
 
@@ -258,3 +269,192 @@ def test_the_snippet_checker_catches_what_is_broken(tmp_path: Path) -> None:
     ):
         errors = snippet_errors(page, broken)
         assert len(errors) == 1 and "page.md:" in errors[0], (broken, errors)
+
+
+# -- docs/runtime-api.md: every public name and exception of gpu_runtime ----------------------
+
+RUNTIME = "src/python/gpu_runtime"
+SOURCE_TREES = ("src", "pants-plugins")
+
+
+def _python_files(root: Path, tree: str, tests: bool = False) -> Iterator[Path]:
+    for path in sorted((root / tree).rglob("*.py")):
+        if tests or not (path.name.endswith("_test.py") or path.name == "conftest.py"):
+            yield path
+
+
+def public_names(init_source: str) -> list[str]:
+    """`__all__` of a module's source, read without importing it (no numpy needed)."""
+    for node in ast.parse(init_source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("no __all__ assignment")
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def exception_classes(sources: Iterable[str]) -> set[str]:
+    """The public classes these sources define that derive, directly or through each other,
+    from a built-in exception."""
+    bases: dict[str, set[str]] = {}
+    for text in sources:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, set()).update(_base_name(b) for b in node.bases)
+    found: set[str] = set()
+    while True:
+        more = {
+            name
+            for name, of in bases.items()
+            if name not in found
+            and any(
+                b in found
+                or (
+                    isinstance(getattr(builtins, b, None), type)
+                    and issubclass(getattr(builtins, b), BaseException)
+                )
+                for b in of
+            )
+        }
+        if not more:
+            return {name for name in found if not name.startswith("_")}
+        found |= more
+
+
+def _runtime_sources() -> list[str]:
+    return [p.read_text(encoding="utf-8") for p in _python_files(_sandbox(), RUNTIME)]
+
+
+def test_runtime_api_page_names_every_public_name_and_exception() -> None:
+    page = (_sandbox() / "docs" / "runtime-api.md").read_text(encoding="utf-8")
+    spans = [span for _, line in _prose_lines(page) for _, span in CODE_SPAN.findall(line)]
+    named = {word for span in spans for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span)}
+    init = (_sandbox() / RUNTIME / "__init__.py").read_text(encoding="utf-8")
+    missing = [name for name in public_names(init) if name not in named]
+    assert not missing, f"gpu_runtime.__all__ names not in docs/runtime-api.md: {missing}"
+    matches = (HEADING.match(line) for _, line in _prose_lines(page))
+    headings = {m.group(2) for m in matches if m}
+    undocumented = sorted(
+        name for name in exception_classes(_runtime_sources()) if f"`{name}`" not in headings
+    )
+    assert not undocumented, (
+        "exceptions of gpu_runtime with no `### `Name`` section in docs/runtime-api.md: "
+        f"{undocumented}"
+    )
+
+
+def test_the_exception_finder_finds_them() -> None:
+    found = exception_classes(_runtime_sources())
+    for name in ("GpuRuntimeError", "IncompleteBundleError", "JitCacheError", "StaleIndexError"):
+        assert name in found, name
+    assert "UnsupportedPlatform" in found and "_Uncached" not in found
+    assert "KernelCache" not in found and len(found) >= 17, sorted(found)
+    source = "class A(ValueError): pass\nclass B(A): pass\nclass C(object): pass\nclass _D(B): pass"
+    assert exception_classes([source]) == {"A", "B"}
+    assert public_names("x = 1\n__all__ = ['a', 'b']\n") == ["a", "b"]
+
+
+# -- docs/troubleshooting.md: the messages it quotes occur in the sources ----------------------
+
+MESSAGE_PLACEHOLDER = re.compile(r"<[^<>]*>|\.\.\.|…")
+# Quoted messages that this repo does not print (Pants' own), checked by nobody here.
+NOT_OURS = ("Failed to read from remote cache",)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def string_literals(source: str) -> Iterator[str]:
+    """Each string literal of a module (implicit concatenations joined, as the parser does; an
+    f-string's formatted fields as a NUL), whitespace squashed (softwrap'd messages); and each
+    class name, so that a row may name the exception it is about."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef):
+            yield node.name
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield _squash(node.value)
+        elif isinstance(node, ast.JoinedStr):
+            yield _squash(
+                "".join(v.value if isinstance(v, ast.Constant) else "\0" for v in node.values)
+            )
+
+
+def quoted_pieces(span: str) -> list[str]:
+    """The literal pieces of a quoted message: split on placeholders, with the quotes a `!r`
+    field adds and the spaces around them stripped."""
+    pieces = (p.strip().strip("'\"").strip() for p in MESSAGE_PLACEHOLDER.split(span))
+    return [_squash(p) for p in pieces if p]
+
+
+def message_spans(text: str) -> list[tuple[int, str]]:
+    """(line, inline code) of the message column (the first cell) of a table's rows."""
+    out: list[tuple[int, str]] = []
+    for number, line in _prose_lines(text):
+        if not line.startswith("|") or set(line) <= set("|-: "):
+            continue
+        cell = line.split("|")[1]
+        if cell.strip() == "message":
+            continue
+        out.extend((number, span.strip()) for _, span in CODE_SPAN.findall(cell))
+    return out
+
+
+def _literal_corpus() -> str:
+    seen: set[str] = set()
+    literals: list[str] = []
+    for root in {_sandbox(), _repo_root()}:
+        for tree in SOURCE_TREES:
+            for path in _python_files(root, tree, tests=True):
+                relative = str(path.relative_to(root))
+                if relative in seen:
+                    continue
+                seen.add(relative)
+                literals.extend(string_literals(path.read_text(encoding="utf-8")))
+    return "\n".join(literals)
+
+
+def quote_errors(text: str, corpus: str) -> list[str]:
+    errors = []
+    for number, span in message_spans(text):
+        if span.startswith(NOT_OURS):
+            continue
+        for piece in quoted_pieces(span):
+            if piece not in corpus:
+                errors.append(f"troubleshooting.md:{number}: `{span}`: {piece!r} is in no source")
+    return errors
+
+
+def test_troubleshooting_quotes_what_the_code_prints() -> None:
+    text = (_sandbox() / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
+    spans = message_spans(text)
+    assert len(spans) >= 40, len(spans)
+    errors = quote_errors(text, _literal_corpus())
+    assert not errors, "messages the code no longer prints:\n" + "\n".join(errors)
+
+
+def test_the_quote_checker_catches_drift() -> None:
+    assert quoted_pieces("bundle <name> (<where>) is incomplete: <n> of ...") == [
+        "bundle",
+        "(",
+        ") is incomplete:",
+        "of",
+    ]
+    source = (
+        'x = f"bundle {b!r} ({w}) is incomplete: {n} of "  f"{t} files"\n'
+        'y = softwrap(f"""\n    The deploy_bundle {a} has\n    no kernels\n""")\n'
+    )
+    corpus = "\n".join(string_literals(source))
+    page = (
+        "| message | x |\n|---|---|\n"
+        "| `bundle <b> (<w>) is incomplete: <n> of <t> files` | `not checked` |\n"
+        "| `The deploy_bundle <a> has no kernels` | |\n"
+        "| `bundle <b> is complete` | |\n"
+        "| `Failed to read from remote cache ... refused` | |\n"
+    )
+    errors = quote_errors(page, corpus)
+    assert len(errors) == 1 and "'is complete'" in errors[0], errors

@@ -80,7 +80,7 @@ def built_for(files: Iterable[Tuple[str, bytes]]) -> Tuple[BuiltFor, ...]:
             raise DeployBundleError(
                 f"{path} is no Pex complete platform (no marker_environment with "
                 f"platform_machine and python_version: {e!r}): regenerate it on the device with "
-                f"3rdparty/platforms/derive_platform.py"
+                f"`python3 -m gpu_runtime platform -o <file>`"
             ) from None
     return tuple(out)
 

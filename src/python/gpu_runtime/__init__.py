@@ -17,114 +17,69 @@ Usage::
     saxpy[4, 256](out, 2.0, x, x)                              # numba-style, same thing
     print(out.to_numpy())
 
-API
----
-`open_cache(path=None, *, device=None, prefer=None, strict=None, kernels_path=None) -> KernelCache`
-    Finds the cache: `path` if given, else $GPU_RUNTIME_CACHE, else `cache/` beside the running
-    PEX ($PEX), else `cache/` beside sys.argv[0]. Without one: JIT mode, when the kernel index
-    that `pants run` / `pants test` put on sys.path (`__gpu_kernels__/`, see
-    `gpu_runtime.jit.sources`) names kernels: each is compiled on first use for this GPU and
-    cached (`gpu_runtime.jit.cache`); else `CacheNotFoundError` saying where it looked.
-    With a bundle and a compiler at hand ($GPU_RUNTIME_TOOLCHAIN or an importable gpu_compiler),
-    kernels or capabilities the bundle lacks are compiled too, unless strict.
-    `strict` (default $GPU_RUNTIME_STRICT=1): never compile; what the bundle lacks fails.
-    `device`: CUDA device ordinal (default: the current device, 0).
-    `prefer`: "cubin" | "ptx" | "auto" (default $GPU_RUNTIME_PREFER or "auto"): restrict
-    selection to cubins or to PTX (e.g. to exercise the JIT path on purpose).
-    Opening reads and validates manifest.json only; no GPU is touched until a kernel is used.
+The API, argument by argument, each exception with its message and fix, the environment variables
+and the command line: docs/runtime-api.md. The bundle format is documented in
+`gpu_spec.manifest.model`.
 
-`KernelCache`
-    `.kernel(name, library=None) -> Kernel`; `.kernel_names()` ("library.kernel" list);
-    `.libraries()`; `.choice(library) -> Choice` (the variant picked for this GPU);
-    `.preload()` (load everything now); `.verify(all_variants=False)` (sha256 of every file
-    that would load, or of all files); `.loaded_modules()` ("library/module" loaded so far);
-    `.describe()`; `.device` (`DeviceInfo`); `.manifest`; `.create_stream()` (a new
-    non-blocking `Stream`); `.capture(stream)` (see `capture`).
-
-`Kernel`
-    `.launch(grid, block, *args, stream=None, shared_mem=0)`: asynchronous, like CUDA.
-    `kernel[grid, block]`, `kernel[grid, block, stream]`, `kernel[grid, block, stream, shmem]`.
-    `.signatures`; `.resolve(*args)` (which signature would run); `.pack(*args)` (the packed
-    parameter buffer, for debugging); `.param_info(*args)` (the driver's (offset, size) of each
-    parameter, to check `.pack` against); `.load()`.
-    Arguments: device arrays through `__cuda_array_interface__` (CuPy, numba, torch,
-    `DeviceArray`), numbers, numpy scalars. A kernel compiled for several signatures
-    dispatches on dtype, ndim and contiguity; no match raises `DispatchError` listing them.
-    Streams: a cuda.core Stream, anything with `__cuda_stream__`, a CuPy/numba stream or a raw
-    handle; default the legacy default stream.
-    Cost: the first launch with a new pattern of arguments (types, dtypes, ndim, contiguity)
-    runs every check and builds a plan; later ones only rewrite the changing values (pointers,
-    shapes, scalars) in a reused per-thread buffer, through a repack function generated for the
-    pattern, and call cuLaunchKernel (`gpu_runtime.launch.plan`, `gpu_runtime.launch.repack`).
-
-    `.forall(n, tpb=0, stream=None, sharedmem=0)(*args)`: n threads, numba style, in blocks of
-    the size the driver's occupancy calculator suggests (cuOccupancyMaxPotentialBlockSize).
-    Cooperative kernels (grid sync, "cooperative" in the manifest) are launched with
-    cuLaunchCooperativeKernel on their own; a grid larger than can be co-resident
-    (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs) raises `LaunchError` naming the kernel,
-    the grid and the limit, before launching; `.max_cooperative_grid_blocks(block)`.
-    More argument kinds of numba kernels: arrays of records (numpy structured dtypes, matched
-    by their bytes), raw pointers (`CPointer(T)`, `voidptr`: a device array, a buffer or an
-    int address) and 0-d device arrays.
-
-`create_xoroshiro128p_states(n, seed, subsequence_start=0) -> DeviceArray`: numba-cuda's
-    xoroshiro128+ states, bit for bit, made with numpy (`gpu_runtime.numba_compat.xoroshiro`), for
-    kernels using `numba.cuda.random`; `xoroshiro128p_dtype`.
-
-PTX variants whose module lists "ptx_link" files (libcudadevrt.a for grid sync, PTX of linked
-CUDA C++) are linked by the driver (cuLinkCreate/cuLinkAddData/cuLinkComplete), each file
-checked against its sha256 first.
-
-`capture(stream) -> Graph` (context manager; `KernelCache.capture` too): launches on `stream`
-    inside the block are recorded into a CUDA graph; afterwards `graph.launch(stream=None)` (or
-    `.replay()`) replays them; `.close()`. See `gpu_runtime.driver.graphs`.
-
-`DeviceArray` (see `gpu_runtime.driver.devarray`): `.from_numpy(a)`, `.empty(shape, dtype)`,
-    `.zeros(shape, dtype)`, `.to_numpy()`, `.free()`, `__cuda_array_interface__`.
-
-`select_variant(variants, device_cc, driver_version) -> Choice`: the pure selection rule
-    (exact cubin > same-major lower-minor cubin > PTX the driver can JIT > error), see
-    `gpu_runtime.bundle.selection`.
-
-Errors (all subclasses of `GpuRuntimeError`): `CacheNotFoundError`, `ManifestError`,
-`IntegrityError` (tampered/missing file, path escaping cache/), `NoCompatibleVariantError`,
-`KernelNotFoundError`, `DispatchError`, `LaunchError`, `DeviceError`.
-
-Self-test: `gpu_runtime.selftest.main.main(argv, references)` launches every kernel signature of the
-bundle against a caller's `ReferenceTable` of numpy references (`gpu_runtime.selftest.inputs`);
-the example app's `--self-test` is that with its own table.
-
-Logging: logger "gpu_runtime"; INFO says which variant was chosen (cubin/ptx, capability,
-why) and, once per kernel, where it came from (bundle cubin, bundle PTX via the driver's JIT,
-JIT cache hit, compiled now), which file and how long it took; `describe()` shows the same.
-
-Command line: `python -m gpu_runtime cache list|clear|prune` (JIT cache); from a bundle,
-`PEX_MODULE=gpu_runtime ./app.pex cache list`.
-
-The bundle format is documented in `gpu_spec.manifest.model`.
+Importing this package imports nothing but the standard library: each public name below is
+imported on first use (PEP 562 `__getattr__`), so `python3 -m gpu_runtime platform` runs on a
+device with a bare python3 (no numpy, no cuda-bindings), and `import gpu_runtime` stays cheap.
 """
 
 from __future__ import annotations
 
-from gpu_runtime.api import open_cache
-from gpu_runtime.bundle.selection import Choice, select_variant
-from gpu_runtime.driver.devarray import DeviceArray
-from gpu_runtime.driver.device import DeviceInfo
-from gpu_runtime.driver.graphs import Graph, capture
-from gpu_runtime.driver.streams import Stream
-from gpu_runtime.errors import (
-    CacheNotFoundError,
-    DeviceError,
-    DispatchError,
-    GpuRuntimeError,
-    IntegrityError,
-    KernelNotFoundError,
-    LaunchError,
-    ManifestError,
-    NoCompatibleVariantError,
-)
-from gpu_runtime.numba_compat.xoroshiro import create_xoroshiro128p_states, xoroshiro128p_dtype
-from gpu_runtime.runtime import Kernel, KernelCache
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any, Dict, List
+
+if TYPE_CHECKING:  # what the names are, for type checkers (and Pants' dependency inference)
+    from gpu_runtime.api import open_cache
+    from gpu_runtime.bundle.selection import Choice, select_variant
+    from gpu_runtime.driver.devarray import DeviceArray
+    from gpu_runtime.driver.device import DeviceInfo
+    from gpu_runtime.driver.graphs import Graph, capture
+    from gpu_runtime.driver.streams import Stream
+    from gpu_runtime.errors import (
+        CacheNotFoundError,
+        DeviceError,
+        DispatchError,
+        GpuRuntimeError,
+        IntegrityError,
+        KernelNotFoundError,
+        LaunchError,
+        ManifestError,
+        NoCompatibleVariantError,
+    )
+    from gpu_runtime.numba_compat.xoroshiro import (
+        create_xoroshiro128p_states,
+        xoroshiro128p_dtype,
+    )
+    from gpu_runtime.runtime import Kernel, KernelCache
+
+# Public name -> the module defining it, imported on first access.
+_LAZY: Dict[str, str] = {
+    "open_cache": "gpu_runtime.api",
+    "KernelCache": "gpu_runtime.runtime",
+    "Kernel": "gpu_runtime.runtime",
+    "DeviceArray": "gpu_runtime.driver.devarray",
+    "DeviceInfo": "gpu_runtime.driver.device",
+    "Stream": "gpu_runtime.driver.streams",
+    "capture": "gpu_runtime.driver.graphs",
+    "Graph": "gpu_runtime.driver.graphs",
+    "select_variant": "gpu_runtime.bundle.selection",
+    "Choice": "gpu_runtime.bundle.selection",
+    "GpuRuntimeError": "gpu_runtime.errors",
+    "CacheNotFoundError": "gpu_runtime.errors",
+    "ManifestError": "gpu_runtime.errors",
+    "IntegrityError": "gpu_runtime.errors",
+    "NoCompatibleVariantError": "gpu_runtime.errors",
+    "KernelNotFoundError": "gpu_runtime.errors",
+    "DispatchError": "gpu_runtime.errors",
+    "LaunchError": "gpu_runtime.errors",
+    "DeviceError": "gpu_runtime.errors",
+    "create_xoroshiro128p_states": "gpu_runtime.numba_compat.xoroshiro",
+    "xoroshiro128p_dtype": "gpu_runtime.numba_compat.xoroshiro",
+}
 
 __all__ = [
     "open_cache",
@@ -149,3 +104,22 @@ __all__ = [
     "create_xoroshiro128p_states",
     "xoroshiro128p_dtype",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use (then a plain global). A subpackage
+    or module (`gpu_runtime.driver`) is imported on first use too, as the eager imports once
+    made it an attribute of the package."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))

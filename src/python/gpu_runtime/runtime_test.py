@@ -393,7 +393,7 @@ def test_lazy_public_names():
     assert gpu_runtime.DeviceArray.__name__ == "DeviceArray"
     assert gpu_runtime.select_variant.__name__ == "select_variant"
     with pytest.raises(AttributeError):
-        gpu_runtime.nope  # type: ignore[attr-defined]  # noqa: B018
+        gpu_runtime.nope  # noqa: B018
 
 
 def test_warns_when_driver_is_older_than_the_bundle_target(bundle, caplog):
