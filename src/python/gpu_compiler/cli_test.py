@@ -284,6 +284,37 @@ def test_capability_from_stdin_gives_the_same_bytes_and_eof_writes_nothing(tmp_p
     assert both.returncode == 2 and "not allowed with" in both.stderr
 
 
+def test_a_scipy_in_the_interpreter_is_not_imported_by_the_compile(tmp_path):
+    """numba-cuda imports scipy when it can (to note a host BLAS): in an interpreter that has one
+    (JIT mode's), the compile process hides it, as the pinned toolchain has none."""
+    sandbox = _make_sandbox(str(tmp_path / "s"))
+    fake = tmp_path / "site" / "scipy"
+    (fake / "linalg").mkdir(parents=True)
+    marker = tmp_path / "scipy-imported"
+    (fake / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n__version__ = '1.16.0'\n"
+    )
+    (fake / "linalg" / "__init__.py").write_text("")
+    (fake / "linalg" / "cython_blas.py").write_text("")
+    env = dict(_hidden_cuda_env())
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path / "site")
+    check = subprocess.run(
+        [sys.executable, "-c", "import scipy"], cwd=sandbox, env=env, stderr=subprocess.PIPE
+    )
+    assert check.returncode == 0 and marker.exists()  # importable there: the test can fail
+    marker.unlink()
+    p = subprocess.run(
+        [sys.executable, "-m", "gpu_compiler", "compile", "--out-dir", "out",
+         "--source", "src/python/imaging/kernels/saxpy.py", "--sys-path", "src/python",
+         "--capability", "sm_90"],
+        cwd=sandbox, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert os.path.isdir(os.path.join(sandbox, "out", "sm_90"))
+    assert not marker.exists()
+
+
 def test_cli_usage_error_exits_2(tmp_path):
     sandbox = _make_sandbox(str(tmp_path / "s"))
     p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o")

@@ -24,6 +24,8 @@ and the command line: docs/runtime-api.md. The bundle format is documented in
 Importing this package imports nothing but the standard library: each public name below is
 imported on first use (PEP 562 `__getattr__`), so `python3 -m gpu_runtime platform` runs on a
 device with a bare python3 (no numpy, no cuda-bindings), and `import gpu_runtime` stays cheap.
+The first of the GPU names (`open_cache`, `DeviceArray`, ...) also starts CUDA in a thread, as a
+bundle's launcher does at process start ($GPU_BUNDLE_INIT_CUDA=0: not before the first kernel).
 """
 
 from __future__ import annotations
@@ -106,11 +108,23 @@ __all__ = [
 ]
 
 
+# The names an app reaches for when it is about to use the GPU: the first of them starts CUDA in
+# a thread (`gpu_runtime.driver.device.start_cuda_in_background`, as a bundle's launcher does
+# at process start), so the driver's start overlaps the imports and lookups that follow.
+_GPU_API = frozenset(
+    {"open_cache", "DeviceArray", "Stream", "capture", "create_xoroshiro128p_states"}
+)
+
+
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module on first use (then a plain global). A subpackage
     or module (`gpu_runtime.driver`) is imported on first use too, as the eager imports once
     made it an attribute of the package."""
     module = _LAZY.get(name)
+    if name in _GPU_API:
+        from gpu_runtime.driver.device import start_cuda_in_background
+
+        start_cuda_in_background()
     if module is not None:
         value = getattr(importlib.import_module(module), name)
     elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:

@@ -7,11 +7,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 from gpu_runtime.bundle.locate import find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
+from gpu_runtime.driver.device import cuda_start_wanted
 from gpu_runtime.errors import CacheNotFoundError
 from gpu_runtime.jit.compiler import find_compiler
 from gpu_runtime.logs import log
 from gpu_runtime.runtime import KernelCache
-from gpu_spec.launcher_env import INIT_CUDA_ENV
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
 
@@ -69,19 +69,12 @@ def open_cache(
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
     sources = {} if strict else _jit_sources(kernels_path)
     if sources:
-        if own_backend and init_cuda_early():
+        if own_backend and cuda_start_wanted():
             backend.start_in_background()  # the driver's start overlaps what comes next
         from gpu_runtime.jit.cache import JitKernelCache
 
         return JitKernelCache(sources, backend, prefer=prefer)
     raise CacheNotFoundError(not_found_message(strict=strict))
-
-
-def init_cuda_early(environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether JIT mode starts CUDA when the cache opens, not at the first kernel: yes unless
-    $GPU_BUNDLE_INIT_CUDA is 0 (the bundle launcher's switch, for the same trade: start-up time
-    against a child forked before the first kernel being able to use CUDA)."""
-    return (os.environ if environ is None else environ).get(INIT_CUDA_ENV, "1").strip() != "0"
 
 
 def _jit_sources(kernels_path: Optional[Sequence[str]]) -> Mapping[str, Any]:

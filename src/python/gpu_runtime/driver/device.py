@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpu_runtime.driver.streams import Stream, stream_handle
 from gpu_runtime.errors import DeviceError
-from gpu_spec.launcher_env import INIT_CUDA_PID_ENV  # set by the bundle's launcher
+from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV  # the launcher's
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,11 @@ _current = threading.local()
 
 def _cuda_started_here() -> bool:
     """Whether CUDA was started in this process: by gpu_runtime, or by the bundle's launcher."""
-    return bool(_primary) or os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid())
+    return (
+        bool(_primary)
+        or _early_start is not None
+        or os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid())
+    )
 
 
 _fork_parent: Optional[int] = None  # in a child forked after CUDA started: the parent's pid
@@ -117,11 +121,12 @@ def _before_fork() -> None:
 def _after_fork_in_child() -> None:
     """The parent's contexts mean nothing here: forget them (the next use calls cuInit, which
     fails, with `_fork_hint` saying why), and remember whose child this is."""
-    global _fork_parent, _current
+    global _fork_parent, _current, _early_start
     if _parent_at_fork is not None:
         _fork_parent = _parent_at_fork
     _primary.clear()
     _current = threading.local()
+    _early_start = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -198,6 +203,42 @@ def ensure_context(ordinal: Optional[int] = None) -> int:
         ) from e
     done[key] = chosen
     return chosen
+
+
+_early_start: Optional[threading.Thread] = None
+
+
+def cuda_start_wanted(environ: Optional[Dict[str, str]] = None) -> bool:
+    """Whether gpu_runtime may start CUDA before the first kernel: unless $GPU_BUNDLE_INIT_CUDA
+    is 0 (the bundle launcher's switch, for the same trade)."""
+    return (os.environ if environ is None else environ).get(INIT_CUDA_ENV, "1").strip() != "0"
+
+
+def start_cuda_in_background() -> None:
+    """Starts CUDA (cuInit, device 0's primary context, as a bundle's launcher does) in a
+    thread, once per process, unless $GPU_BUNDLE_INIT_CUDA is 0 or the launcher already did.
+
+    Why: the driver's start (~0.3 s on an H200, the GIL released) then overlaps the app's
+    imports and its first lookups instead of following them; it is what the bundle's launcher
+    does at process start, here for an app run without one (JIT mode: `pants run`, tests, a
+    notebook). gpu_runtime calls it when the app first reaches for its GPU API (`open_cache`,
+    `DeviceArray`, ...: the package's lazy names). A failure is ignored: the first use meets
+    it again and reports it. The trade is the launcher's: a child forked before the first
+    kernel cannot use CUDA (`_fork_hint` says so and names the switch)."""
+    global _early_start
+    if _early_start is not None or _primary or not cuda_start_wanted():
+        return
+    if os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid()):
+        return  # the launcher's thread is at it
+
+    def start() -> None:
+        try:
+            ensure_context(None)
+        except Exception:  # reported by the first use
+            pass
+
+    _early_start = threading.Thread(target=start, name="gpu_runtime: CUDA start", daemon=True)
+    _early_start.start()
 
 
 class CudaBackend:

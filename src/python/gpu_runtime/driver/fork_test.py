@@ -53,7 +53,9 @@ def fake(monkeypatch):
     monkeypatch.setattr(device, "_primary", {})
     monkeypatch.setattr(device, "_current", device.threading.local())
     monkeypatch.setattr(device, "_fork_parent", None)
+    monkeypatch.setattr(device, "_early_start", None)
     monkeypatch.delenv(device.INIT_CUDA_PID_ENV, raising=False)
+    monkeypatch.delenv(device.INIT_CUDA_ENV, raising=False)
     return driver
 
 
@@ -112,3 +114,41 @@ def test_the_launchers_pid_names_the_parent_when_gpu_runtime_was_not_imported_th
     assert device._fork_hint(201) == ""  # only CUDA_ERROR_NOT_INITIALIZED means that
     monkeypatch.setenv(device.INIT_CUDA_PID_ENV, str(os.getpid() + 1 + os.getppid()))
     assert device._fork_hint(3) == ""  # another process's launcher: not our cause
+
+
+def test_the_early_start_runs_once_in_a_thread_and_a_forked_child_is_told(fake) -> None:
+    """`start_cuda_in_background` (what the first GPU name of the package calls): the primary
+    context is retained off the caller's thread, once; a child forked after it is told why."""
+    device.start_cuda_in_background()
+    thread = device._early_start
+    assert thread is not None and thread.name == "gpu_runtime: CUDA start"
+    thread.join(10)
+    assert device._primary == {0: 0xC0}
+    device.start_cuda_in_background()
+    assert device._early_start is thread  # not a second time
+    text = error_in_forked_child(fake)
+    assert f"forked from process {os.getpid()}" in text and "GPU_BUNDLE_INIT_CUDA=0" in text
+
+
+@pytest.mark.parametrize("why", ["switched off", "the launcher started it"])
+def test_no_early_start_when_switched_off_or_the_launcher_did(fake, monkeypatch, why) -> None:
+    if why == "switched off":
+        monkeypatch.setenv(device.INIT_CUDA_ENV, "0")
+    else:
+        monkeypatch.setenv(device.INIT_CUDA_PID_ENV, str(os.getpid()))
+    device.start_cuda_in_background()
+    assert device._early_start is None and device._primary == {}
+
+
+def test_the_first_gpu_name_of_the_package_starts_cuda_and_an_error_class_does_not(
+    monkeypatch,
+) -> None:
+    import gpu_runtime
+
+    calls = []
+    monkeypatch.setattr(device, "start_cuda_in_background", lambda: calls.append(1))
+    for name in ("DeviceArray", "GpuRuntimeError", "open_cache"):
+        monkeypatch.delitem(gpu_runtime.__dict__, name, raising=False)  # as before first use
+    assert gpu_runtime.GpuRuntimeError.__name__ == "GpuRuntimeError" and calls == []
+    assert gpu_runtime.DeviceArray.__name__ == "DeviceArray" and calls == [1]
+    assert gpu_runtime.open_cache.__name__ == "open_cache" and calls == [1, 1]
