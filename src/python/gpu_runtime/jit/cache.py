@@ -182,11 +182,13 @@ class JitKernelCache(KernelCache):
                 fingerprint = compiler.fingerprint()
                 files = src.current_files()
 
+                source, flags = src.source, src.flags
+
                 def key_for(cap: str) -> str:
                     return jit_key(
-                        source=src.source,
+                        source=source,
                         files=files,
-                        flags=src.flags,
+                        flags=flags,
                         capability=cap,
                         fingerprint=fingerprint,
                     )

@@ -382,7 +382,7 @@ def counting_compiler(calls, on_start=None) -> CountingCompiler:
     compiler = CountingCompiler(base.command, base.env, base.description)
     compiler.calls = calls
     if on_start is not None:
-        compiler.on_start = on_start
+        setattr(compiler, "on_start", on_start)  # noqa: B010 (a method replaced on purpose)
     return compiler
 
 
