@@ -231,14 +231,30 @@ def start_cuda_in_background() -> None:
     if os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid()):
         return  # the launcher's thread is at it
 
-    def start() -> None:
-        try:
-            ensure_context(None)
-        except Exception:  # reported by the first use
-            pass
-
-    _early_start = threading.Thread(target=start, name="gpu_runtime: CUDA start", daemon=True)
+    _early_start = threading.Thread(
+        target=_start_driver, name="gpu_runtime: CUDA start", daemon=True
+    )
     _early_start.start()
+
+
+def _start_driver() -> None:
+    """cuInit and device 0's primary context through ctypes: the thread then needs the GIL for
+    almost nothing, while importing cuda.bindings' driver module (tens of ms of Python) would
+    compete with the app's imports on the main thread. The process's one libcuda holds what
+    this starts; gpu_runtime's own calls through cuda.bindings find it done (the primary
+    context retained once more, never released, like the launcher's)."""
+    try:
+        import ctypes
+
+        cuda = ctypes.CDLL("libcuda.so.1")
+        if cuda.cuInit(0) != 0:
+            return
+        dev = ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctypes.c_void_p()), dev)
+    except Exception:  # no driver, no GPU: reported by the first use
+        pass
 
 
 class CudaBackend:
