@@ -113,8 +113,19 @@ _fork_parent: Optional[int] = None  # in a child forked after CUDA started: the 
 _parent_at_fork: Optional[int] = None
 
 
+# The threads that start CUDA ahead of the app: gpu_runtime's (`start_cuda_in_background`) and
+# the bundle launcher's.
+_STARTER_THREADS = ("gpu_runtime: CUDA start", "gpu_bundle: CUDA init")
+
+
 def _before_fork() -> None:
+    """Lets a CUDA start in flight finish first: forked while another thread is inside cuInit,
+    the child would inherit the driver's locks held by a thread it does not have, and its own
+    first CUDA call would hang instead of failing with the fork hint."""
     global _parent_at_fork
+    for thread in threading.enumerate():
+        if thread.name in _STARTER_THREADS and thread is not threading.current_thread():
+            thread.join(60)
     _parent_at_fork = os.getpid() if _cuda_started_here() else None
 
 

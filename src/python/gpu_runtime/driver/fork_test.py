@@ -166,3 +166,31 @@ def test_the_early_start_without_a_driver_leaves_the_error_to_the_first_use(fake
     """No libcuda here (CI) or on a machine without a GPU: the thread ends quietly; the error is
     the first use's, with its cause and fix."""
     device._start_driver()  # must not raise, whatever this machine has
+
+
+def test_a_fork_waits_for_a_cuda_start_in_flight(fake, monkeypatch) -> None:
+    """Forked while the start thread is inside cuInit, the child would inherit the driver's
+    locks held by a thread it does not have and hang on its first CUDA call: the at-fork hook
+    lets the start finish first."""
+    import time
+
+    done = []
+
+    def slow_start() -> None:
+        time.sleep(0.5)
+        done.append(True)
+
+    monkeypatch.setattr(device, "_start_driver", slow_start)
+    device.start_cuda_in_background()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, b"finished" if done else b"in flight")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        seen = f.read()
+    os.waitpid(pid, 0)
+    assert seen == b"finished"
