@@ -5,8 +5,10 @@ Run through the bundle's launcher, as the app's interpreter (H200 checks, step 1
     PEX_INTERPRETER=1 dist/imaging_h200/app tests/gpu/fork_check.py MODE
 
 MODE says what the parent does before it forks and what the child must see:
-- `launcher-started`: nothing; the launcher started CUDA (GPU_BUNDLE_INIT_CUDA unset): the
-  child's first kernel use raises gpu_runtime's DeviceError naming the fork and the fix;
+- `launcher-started`: nothing; the launcher started CUDA (GPU_BUNDLE_INIT_CUDA unset), or, run
+  by plain python3 in JIT mode (tests/gpu/jit_mode_check.sh), gpu_runtime did when the app
+  reached for `open_cache`: the child's first kernel use raises gpu_runtime's DeviceError naming
+  the fork and the fix (and does not hang: the fork waits for a start in flight);
 - `parent-used` (with GPU_BUNDLE_INIT_CUDA=0): the parent launches saxpy first: the same error;
 - `none` (with GPU_BUNDLE_INIT_CUDA=0): nothing started anywhere: the child's saxpy is right.
 Exits 0 when the child saw what its mode expects.

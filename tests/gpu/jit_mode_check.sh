@@ -49,5 +49,10 @@ grep -c '^result ok' "$work/jit_cold.results" | sed 's/^/stages ok: /'
 printf '\n%-34s %s\n' "process start -> first saxpy launch" "ms (median of 3; cold: 1 run)"
 printf '%-34s %s\n' "context only (python3)" "$ctx_ms" "JIT, empty cache (compiles)" "$cold" \
   "JIT, warm cache" "$warm" "bundle app.pex, first run (unpack)" "$pex_first" "bundle app.pex" "$bundle_ms"
+echo "== JIT mode: a child forked right after open_cache() (CUDA started early) is told why; with"
+echo "   GPU_BUNDLE_INIT_CUDA=0 one forked before any kernel runs saxpy"
+fork_check=$(dirname "$0")/fork_check.py
+timeout 60 env PYTHONPATH="$checkout" python3 "$fork_check" launcher-started || { echo "FAILED: fork after the early start"; failed=1; }
+timeout 60 env PYTHONPATH="$checkout" GPU_BUNDLE_INIT_CUDA=0 python3 "$fork_check" none || { echo "FAILED: fork with GPU_BUNDLE_INIT_CUDA=0"; failed=1; }
 echo; PYTHONPATH="$checkout" python3 -m gpu_runtime cache list
 [ "$failed" = 0 ] && echo "jit mode check passed" || { echo "jit mode check FAILED"; exit 1; }
