@@ -177,27 +177,7 @@ class JitKernelCache(KernelCache):
             if compiler is None:
                 capability()  # the driver first: no GPU, no compile
                 raise CompilerNotFoundError(no_compiler_message(src.target, src.toolchain))
-            early: Optional[_EarlyCompile] = None
-            try:
-                fingerprint = compiler.fingerprint()
-                files = src.current_files()
-
-                source, flags = src.source, src.flags
-
-                def key_for(cap: str) -> str:
-                    return jit_key(
-                        source=source,
-                        files=files,
-                        flags=flags,
-                        capability=cap,
-                        fingerprint=fingerprint,
-                    )
-
-                if not self._compiled_before(key_for):
-                    early = self._start(src, compiler)
-            except BaseException:
-                capability()  # the driver first: no GPU is said before anything else
-                raise
+            key_for, early = self._key_and_early_start(src, compiler, capability)
             try:
                 sm = capability()
                 t0 = time.perf_counter()
@@ -213,6 +193,32 @@ class JitKernelCache(KernelCache):
             )
             log.info("gpu_runtime: %s (%s): %s", name, src.target, self._library_origin[name])
             self._add(name, src, entry)
+
+    def _key_and_early_start(
+        self, src: JitSource, compiler: Compiler, capability: Callable[[], str]
+    ) -> Tuple[Callable[[str], str], Optional["_EarlyCompile"]]:
+        """The key for a capability (the fingerprint and the files' sha256 taken now, while the
+        driver starts) and, if the library looks never compiled, its compile process started.
+        On an error the driver's answer comes first: no GPU is said before anything else."""
+        try:
+            fingerprint = compiler.fingerprint()
+            files = src.current_files()
+            source, flags = src.source, src.flags
+
+            def key_for(cap: str) -> str:
+                return jit_key(
+                    source=source,
+                    files=files,
+                    flags=flags,
+                    capability=cap,
+                    fingerprint=fingerprint,
+                )
+
+            early = None if self._compiled_before(key_for) else self._start(src, compiler)
+        except BaseException:
+            capability()
+            raise
+        return key_for, early
 
     def _compiled_before(self, key_for: Callable[[str], str]) -> bool:
         """Whether the store has this library, exactly, for any known capability: then it is
