@@ -168,6 +168,16 @@ class PendingCompile:
         self._ended = True
         stdout, stderr = self._proc.communicate(capability + "\n")
         what = f"{self._what} for {capability}"
+        # argparse of a gpu_compiler without the flag: "required: --capability" (or, had it
+        # been given one, "unrecognized arguments: --capability-from-stdin")
+        if self._proc.returncode == 2 and (
+            "--capability-from-stdin" in stderr or "required: --capability" in stderr
+        ):
+            raise JitCompileError(
+                f"JIT mode: {what}: {self._description} is older than this gpu_runtime (it does "
+                f"not know --capability-from-stdin): rebuild it, e.g. `pants package "
+                f"src/python/gpu_compiler:toolchain-cuda13`"
+            )
         return _checked(self._proc.returncode, stdout, stderr, what, self._description).stderr
 
     def cancel(self) -> None:

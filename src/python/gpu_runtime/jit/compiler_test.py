@@ -8,7 +8,13 @@ import zipfile
 
 import pytest
 
-from gpu_runtime.jit.compiler import CompilerNotFoundError, compiler_from, find_compiler
+from gpu_runtime.jit.compiler import (
+    Compiler,
+    CompilerNotFoundError,
+    JitCompileError,
+    compiler_from,
+    find_compiler,
+)
 
 
 def test_a_toolchain_pex_is_identified_by_its_pex_info(tmp_path) -> None:
@@ -42,3 +48,26 @@ def test_the_variable_wins_and_nothing_is_run_to_find_it(tmp_path, monkeypatch) 
     assert find_compiler({}) is None
     compiler = find_compiler({"GPU_RUNTIME_TOOLCHAIN": sys.executable})
     assert compiler is not None and compiler.command[0] == sys.executable
+
+
+OLD_COMPILER = """
+import argparse, sys
+p = argparse.ArgumentParser(prog="python -m gpu_compiler")
+p.add_argument("command")
+p.add_argument("--source")
+p.add_argument("--capability", required=True)
+p.add_argument("--out-dir")
+p.parse_args()
+"""
+
+
+def test_a_toolchain_older_than_the_early_start_is_named_with_the_fix(tmp_path) -> None:
+    """A toolchain PEX built before `--capability-from-stdin` existed: one line saying to
+    rebuild it, not argparse's usage text."""
+    compiler = Compiler((sys.executable, "-c", OLD_COMPILER), {}, "the toolchain PEX old.pex")
+    pending = compiler.start(["--source", "k.py", "--out-dir", "o"], str(tmp_path), "compiling k")
+    with pytest.raises(JitCompileError) as e:
+        pending.finish("sm_90")
+    assert "is older than this gpu_runtime" in str(e.value)
+    assert "pants package src/python/gpu_compiler:toolchain-cuda13" in str(e.value)
+    pending.cancel()  # after finish: nothing left to end
