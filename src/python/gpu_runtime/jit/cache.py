@@ -33,6 +33,7 @@ from gpu_runtime.errors import manifest_errors
 from gpu_runtime.jit.compiler import (
     Compiler,
     CompilerNotFoundError,
+    EarlyStartUnsupported,
     JitCompileError,
     PendingCompile,
     find_compiler,
@@ -261,9 +262,13 @@ class JitKernelCache(KernelCache):
 
             def fill(staged: str) -> None:
                 what = f"compiling {src.source} (target {src.target}) for {capability}"
+                out = None
                 if early is not None:
-                    out = early.finish(capability)
-                else:
+                    try:
+                        out = early.finish(capability)
+                    except EarlyStartUnsupported as e:
+                        log.info("gpu_runtime: %s; compiling the usual way", e)
+                if out is None:
                     work = self._store.work_dir()
                     out = os.path.join(work, "out")
                     try:

@@ -61,6 +61,11 @@ class JitCompileError(GpuRuntimeError):
     """The compiler rejected a kernel source: the message carries its report."""
 
 
+class EarlyStartUnsupported(JitCompileError):
+    """The compiler predates `--capability-from-stdin` (a toolchain PEX built before it): JIT
+    mode compiles the usual way instead, and logs this message with the fix."""
+
+
 @dataclass
 class Compiler:
     """A command prefix that accepts `compile ...` and `fingerprint`."""
@@ -173,7 +178,7 @@ class PendingCompile:
         if self._proc.returncode == 2 and (
             "--capability-from-stdin" in stderr or "required: --capability" in stderr
         ):
-            raise JitCompileError(
+            raise EarlyStartUnsupported(
                 f"JIT mode: {what}: {self._description} is older than this gpu_runtime (it does "
                 f"not know --capability-from-stdin): rebuild it, e.g. `pants package "
                 f"src/python/gpu_compiler:toolchain-cuda13`"

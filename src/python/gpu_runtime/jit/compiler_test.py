@@ -11,7 +11,7 @@ import pytest
 from gpu_runtime.jit.compiler import (
     Compiler,
     CompilerNotFoundError,
-    JitCompileError,
+    EarlyStartUnsupported,
     compiler_from,
     find_compiler,
 )
@@ -62,11 +62,11 @@ p.parse_args()
 
 
 def test_a_toolchain_older_than_the_early_start_is_named_with_the_fix(tmp_path) -> None:
-    """A toolchain PEX built before `--capability-from-stdin` existed: one line saying to
-    rebuild it, not argparse's usage text."""
+    """A toolchain PEX built before `--capability-from-stdin` existed: its own error (JIT mode
+    then compiles the usual way, cache_test), one line saying to rebuild it, not argparse's."""
     compiler = Compiler((sys.executable, "-c", OLD_COMPILER), {}, "the toolchain PEX old.pex")
     pending = compiler.start(["--source", "k.py", "--out-dir", "o"], str(tmp_path), "compiling k")
-    with pytest.raises(JitCompileError) as e:
+    with pytest.raises(EarlyStartUnsupported) as e:
         pending.finish("sm_90")
     assert "is older than this gpu_runtime" in str(e.value)
     assert "pants package src/python/gpu_compiler:toolchain-cuda13" in str(e.value)
