@@ -35,7 +35,8 @@ def open_cache(
     With a bundle, opening reads and validates manifest.json only; no kernel is loaded until it
     is used. In JIT mode the driver's start begins in a thread here (unless
     $GPU_BUNDLE_INIT_CUDA=0), if the package's first GPU name had not begun it already.
-    `strict` (default $GPU_RUNTIME_STRICT): never compile; what the bundle lacks fails. `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
+    `strict` (default $GPU_RUNTIME_STRICT): never compile; what the bundle lacks fails.
+    `kernels_path`: where to look for JIT mode's kernel index (default sys.path).
     `backend` replaces the CUDA backend (tests use a fake one).
     """
     own_backend = backend is None
