@@ -3,7 +3,8 @@
 One BuildGrid (CAS on disk + lru-action-cache, instance `main`) on 127.0.0.1, started by
 .ci/buildgrid/buildgrid.sh and stopped however the module ends. Each Pants run happens in its own
 `git clone` of the repository under a temp dir, with its own empty `--local-store-dir` and
-`--no-pantsd`, configured by .ci/remote-cache.toml:
+`--no-pantsd` (but the two `--changed-since` runs, which share a clone, a store and one pantsd),
+configured by .ci/remote-cache.toml:
 
 1. cold: `./pants package ::` in clone A: everything runs and is written to the server.
 2. other checkout: the same in clone B, at another path, from an empty local store, with another
@@ -15,7 +16,7 @@ One BuildGrid (CAS on disk + lru-action-cache, instance `main`) on 127.0.0.1, st
    run from an empty store fewer.
 4. server down: a build pointed at a dead address succeeds, warning that the cache is unreachable.
 5. `--changed-since`: after one kernel's source is edited, `package` rebuilds only that kernel and
-   the bundles that contain it.
+   the bundles that contain it (and with nothing changed, nothing).
 
 Run: `./pants test tests/remote_cache::` (add `--force` to rerun a cached pass; the test reads
 .ci/ and ./pants, which Pants does not track). Several minutes on a cold machine (the first build
@@ -33,7 +34,7 @@ from typing import Iterator
 import pytest
 import remote_cache_harness as harness
 
-from gpu_build_testutil.pants_harness import PantsRun, repo_root, tree_digests
+from gpu_build_testutil.pants_harness import PantsRun, repo_root, stop_pantsd, tree_digests
 
 # Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever
 # else is packageable). The assertions below are about kernel compiles and dist/ as a whole.
@@ -181,26 +182,32 @@ def test_build_succeeds_with_the_server_down(cold: Session) -> None:
 def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Session) -> None:
     repo_e = cold.clone("checkout-e")
     harness.commit_all(repo_e, "the tree under test")  # local runs: commit the copied changes
-    changed = ["--changed-since=HEAD", "--changed-dependents=transitive"]
-
-    nothing = harness.run_pants(
-        repo_e,
-        [*changed, "package"],
-        local_store=cold.path("store-e"),
-        remote_address=cold.server.address,
-    ).check()
-    assert nothing.written() == [], nothing.stderr[-3000:]
-
+    # The edit is committed too, so that the two runs see one tree and share one pantsd (one
+    # Pants start-up): against HEAD nothing changed, against HEAD~1 the edited kernel did (both
+    # are `git diff <ref>` of the working tree, as for an uncommitted edit).
     with open(os.path.join(repo_e, EDITED_KERNEL), "a") as f:
         f.write("\n# edited by the --changed-since test\n")
-    # `list` and `package` in one run (one Pants start-up): stdout is the list's alone, the
-    # package's `Wrote dist/...` lines go to the log.
-    run = harness.run_pants(
-        repo_e,
-        [*changed, "list", "package"],
-        local_store=cold.path("store-e"),
-        remote_address=cold.server.address,
-    ).check()
+    harness.commit_all(repo_e, "the edit")
+
+    def changed_since(ref: str) -> PantsRun:
+        # `list` and `package` in one run: stdout is the list's alone, the package's
+        # `Wrote dist/...` lines go to the log.
+        return harness.run_pants(
+            repo_e,
+            [f"--changed-since={ref}", "--changed-dependents=transitive", "list", "package"],
+            local_store=cold.path("store-e"),
+            remote_address=cold.server.address,
+            pantsd=True,
+        ).check()
+
+    try:
+        nothing = changed_since("HEAD")
+        run = changed_since("HEAD~1")
+    finally:
+        stop_pantsd(repo_e)
+    assert nothing.written() == [], nothing.stderr[-3000:]
+    assert nothing.stdout.split() == [], nothing.stdout
+
     targets = set(run.stdout.split())
     print(f"\n[changed-since] targets: {sorted(targets)}")
     assert f"{KERNEL_DIR}:saxpy" in targets
