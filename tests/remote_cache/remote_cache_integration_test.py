@@ -3,17 +3,20 @@
 One BuildGrid (CAS on disk + lru-action-cache, instance `main`) on 127.0.0.1, started by
 .ci/buildgrid/buildgrid.sh and stopped however the module ends. Each Pants run happens in its own
 `git clone` of the repository under a temp dir, with its own empty `--local-store-dir` and
-`--no-pantsd`, configured by .ci/remote-cache.toml:
+`--no-pantsd` (but the two `--changed-since` runs, which share a clone, a store and one pantsd),
+configured by .ci/remote-cache.toml:
 
 1. cold: `./pants package ::` in clone A: everything runs and is written to the server.
 2. other checkout: the same in clone B, at another path, from an empty local store, with another
    PATH: every kernel compile is a remote hit (no `Compile ...` process runs) and dist/ is
    byte-identical to A's.
-3. other Pants venv: clone C with ./pants' bootstrap cache (the Pants venv) copied elsewhere: the
-   same hits.
+3. other Pants venv: ./pants' bootstrap cache (the Pants venv) copied elsewhere: the same hits.
+   This is run 2 itself (one `package ::` differing from A in all three ways): a cache key that
+   took in any one of them would make its compiles miss, which both tests check; one full Pants
+   run from an empty store fewer.
 4. server down: a build pointed at a dead address succeeds, warning that the cache is unreachable.
 5. `--changed-since`: after one kernel's source is edited, `package` rebuilds only that kernel and
-   the bundles that contain it.
+   the bundles that contain it (and with nothing changed, nothing).
 
 Run: `./pants test tests/remote_cache::` (add `--force` to rerun a cached pass; the test reads
 .ci/ and ./pants, which Pants does not track). Several minutes on a cold machine (the first build
@@ -29,10 +32,9 @@ import tempfile
 from typing import Iterator
 
 import pytest
-
 import remote_cache_harness as harness
-from gpu_build_testutil.pants_harness import PantsRun, repo_root, tree_digests
-from remote_cache_harness import KERNELS_SPEC
+
+from gpu_build_testutil.pants_harness import PantsRun, repo_root, stop_pantsd, tree_digests
 
 # Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever
 # else is packageable). The assertions below are about kernel compiles and dist/ as a whole.
@@ -54,6 +56,7 @@ class Session:
         self.server = server
         self.cold: PantsRun | None = None
         self.cold_dist: dict[str, str] = {}
+        self.elsewhere_dist: dict[str, str] = {}
 
     def path(self, name: str) -> str:
         return os.path.join(self.scratch, name)
@@ -111,32 +114,43 @@ def assert_all_compiles_remote_hits(run: PantsRun, cold: PantsRun) -> None:
     assert run.counters.get("remote_cache_read_errors", 0) == 0, run.summary()
 
 
-def test_second_checkout_gets_every_compile_from_the_remote_cache(cold: Session) -> None:
+@pytest.fixture(scope="module")
+def elsewhere(cold: Session) -> PantsRun:
+    """Clone B at another path, with another PATH and the Pants venv at another path, from an
+    empty local store: each of the three differences is one that must not reach a cache key."""
     repo_b = cold.clone("elsewhere/checkout-b")
     # Another PATH as well: a directory in front, one at the back.
     path = os.pathsep.join(
         [cold.path("bin-b"), os.environ.get("PATH", "/usr/bin:/bin"), "/opt/nowhere/bin"]
     )
-    run = cold.package(repo_b, "store-b", env={"PATH": path}).check()
+    bootstrap = harness.relocated_bootstrap_cache(cold.path("bootstrap-b"))
+    run = cold.package(
+        repo_b, "store-b", env={"PATH": path, "PANTS_BOOTSTRAP_CACHE": bootstrap}
+    ).check()
+    cold.elsewhere_dist = dist_digests(repo_b)
+    return run
+
+
+def test_second_checkout_gets_every_compile_from_the_remote_cache(
+    cold: Session, elsewhere: PantsRun
+) -> None:
+    run = elsewhere
     assert cold.cold is not None
     assert_all_compiles_remote_hits(run, cold.cold)
     # Cacheable processes that still ran (none expected); reported to make a regression obvious.
     ran = sorted({p.description for p in run.processes if p.cacheable and p.source == "Ran"})
     assert not ran, f"cacheable processes that missed the remote cache: {ran}"
-    assert dist_digests(repo_b) == cold.cold_dist
+    assert cold.elsewhere_dist == cold.cold_dist
 
 
-def test_pants_venv_elsewhere_gets_the_same_hits(cold: Session) -> None:
-    repo_c = cold.clone("checkout-c")
-    bootstrap = harness.relocated_bootstrap_cache(cold.path("bootstrap-c"))
-    run = cold.package(
-        repo_c, "store-c", spec=KERNELS_SPEC, env={"PANTS_BOOTSTRAP_CACHE": bootstrap}
-    ).check()
+def test_pants_venv_elsewhere_gets_the_same_hits(elsewhere: PantsRun) -> None:
+    run = elsewhere
     ran = [p.description for p in run.compile_processes("Ran")]
     assert not ran, (
-        "With the Pants venv at another path, kernel compiles missed the remote cache: ./pants "
-        "must run Pants with a sys.executable that does not depend on where the venv lives (see "
-        f"docs/remote-cache-and-ci.md).\nRan: {ran}\n{run.summary()}"
+        "With the Pants venv at another path (and the checkout and PATH elsewhere), kernel "
+        "compiles missed the remote cache: ./pants must run Pants with a sys.executable that "
+        "does not depend on where the venv lives (see docs/remote-cache-and-ci.md).\n"
+        f"Ran: {ran}\n{run.summary()}"
     )
     assert run.compile_processes("HitRemotely"), run.summary()
 
@@ -168,36 +182,37 @@ def test_build_succeeds_with_the_server_down(cold: Session) -> None:
 def test_changed_since_packages_only_what_contains_the_edited_kernel(cold: Session) -> None:
     repo_e = cold.clone("checkout-e")
     harness.commit_all(repo_e, "the tree under test")  # local runs: commit the copied changes
-    changed = ["--changed-since=HEAD", "--changed-dependents=transitive"]
-
-    nothing = harness.run_pants(
-        repo_e,
-        [*changed, "package"],
-        local_store=cold.path("store-e"),
-        remote_address=cold.server.address,
-    ).check()
-    assert nothing.written() == [], nothing.stderr[-3000:]
-
+    # The edit is committed too, so that the two runs see one tree and share one pantsd (one
+    # Pants start-up): against HEAD nothing changed, against HEAD~1 the edited kernel did (both
+    # are `git diff <ref>` of the working tree, as for an uncommitted edit).
     with open(os.path.join(repo_e, EDITED_KERNEL), "a") as f:
         f.write("\n# edited by the --changed-since test\n")
-    listed = harness.run_pants(
-        repo_e,
-        [*changed, "list"],
-        local_store=cold.path("store-e"),
-        remote_cache=False,
-        remote_address=None,
-    ).check()
-    targets = set(listed.stdout.split())
+    harness.commit_all(repo_e, "the edit")
+
+    def changed_since(ref: str) -> PantsRun:
+        # `list` and `package` in one run: stdout is the list's alone, the package's
+        # `Wrote dist/...` lines go to the log.
+        return harness.run_pants(
+            repo_e,
+            [f"--changed-since={ref}", "--changed-dependents=transitive", "list", "package"],
+            local_store=cold.path("store-e"),
+            remote_address=cold.server.address,
+            pantsd=True,
+        ).check()
+
+    try:
+        nothing = changed_since("HEAD")
+        run = changed_since("HEAD~1")
+    finally:
+        stop_pantsd(repo_e)
+    assert nothing.written() == [], nothing.stderr[-3000:]
+    assert nothing.stdout.split() == [], nothing.stdout
+
+    targets = set(run.stdout.split())
     print(f"\n[changed-since] targets: {sorted(targets)}")
     assert f"{KERNEL_DIR}:saxpy" in targets
     assert not {f"{KERNEL_DIR}:{k}" for k in ("blur", "histogram", "sobel", "matmul")} & targets
 
-    run = harness.run_pants(
-        repo_e,
-        [*changed, "package"],
-        local_store=cold.path("store-e"),
-        remote_address=cold.server.address,
-    ).check()
     written = run.written()
     print(f"[changed-since] wrote: {written}\n[changed-since] {run.summary()}")
     assert f"dist/{KERNEL_DIR.replace('/', '.')}/saxpy" in written

@@ -10,9 +10,10 @@
 - `experimental-deploy` to a real sshd on 127.0.0.1: the first deploy sends every file, the
   second, after editing one kernel, only that kernel's files and the manifest and signature.
 
-The first two runs share a pantsd (nothing in the repo changes between them, so pantsd's
-file watcher has nothing to catch up with); it is stopped before the first edit of the repo, and
-the later runs start Pants afresh.
+The first three runs (the package, the key inside the repo, the first deploy) share a pantsd
+(nothing Pants reads in the repo changes between them, so pantsd's file watcher has nothing to
+catch up with); it is stopped before the first edit of the repo (the deploy's kernel edit), and
+the later runs start Pants afresh. The tests run in this order.
 """
 
 from __future__ import annotations
@@ -128,28 +129,9 @@ def test_a_key_inside_the_repo_is_refused(checkout: Checkout) -> None:
             pantsd=True,
         )
     finally:
-        inside.unlink()
-        stop_pantsd(checkout.repo)  # the later tests edit the repo between runs
+        inside.unlink()  # not a file Pants reads: the pantsd stays for the first deploy
     assert run.returncode != 0
     assert "inside the repository" in " ".join(run.stderr.split())
-
-
-def test_bundles_writing_one_dist_path_are_refused(checkout: Checkout) -> None:
-    other = checkout.repo / APP / "copy"
-    other.mkdir()
-    (other / "BUILD").write_text(
-        'deploy_bundle(name="imaging_h200", binary="src/python/imaging:app", '
-        'capabilities=["sm_90"], driver_version="13.0")\n'
-    )
-    try:
-        run = run_pants(checkout.repo, ["package", f"{APP}/copy:imaging_h200"], local_store=None)
-    finally:
-        shutil.rmtree(other)
-    message = " ".join(run.stderr.split())
-    assert run.returncode != 0
-    assert f"The deploy_bundle {APP}/copy:imaging_h200 would write dist/imaging_h200/" in message
-    assert f"{BUNDLE} (dist/imaging_h200)" in message
-    assert "Compile " not in run.stderr  # refused before building
 
 
 def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> None:
@@ -169,9 +151,12 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
     saxpy = checkout.repo / APP / "kernels" / "saxpy.py"
     original = saxpy.read_text()
     try:
+        # Through the pantsd of the runs before (the repo is as they left it); stopped after it,
+        # before the edit.
         first = run_pants(
-            checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None
+            checkout.repo, ["experimental-deploy", *options, BUNDLE], local_store=None, pantsd=True
         ).check()
+        stop_pantsd(checkout.repo)
         sent = re.search(r"Sent (\d+) files, (\d+) bytes", first.stdout + first.stderr)
         assert sent, first.stdout
         current = tree(dest / "current")
@@ -204,3 +189,22 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
     finally:
         saxpy.write_text(original)
         sshd.stop()
+
+
+def test_bundles_writing_one_dist_path_are_refused(checkout: Checkout) -> None:
+    stop_pantsd(checkout.repo)  # the deploy test stops it, unless it skipped before its first run
+    other = checkout.repo / APP / "copy"
+    other.mkdir()
+    (other / "BUILD").write_text(
+        'deploy_bundle(name="imaging_h200", binary="src/python/imaging:app", '
+        'capabilities=["sm_90"], driver_version="13.0")\n'
+    )
+    try:
+        run = run_pants(checkout.repo, ["package", f"{APP}/copy:imaging_h200"], local_store=None)
+    finally:
+        shutil.rmtree(other)
+    message = " ".join(run.stderr.split())
+    assert run.returncode != 0
+    assert f"The deploy_bundle {APP}/copy:imaging_h200 would write dist/imaging_h200/" in message
+    assert f"{BUNDLE} (dist/imaging_h200)" in message
+    assert "Compile " not in run.stderr  # refused before building
