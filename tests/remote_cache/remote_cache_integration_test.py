@@ -32,8 +32,8 @@ import tempfile
 from typing import Iterator
 
 import pytest
-import remote_cache_harness as harness
 
+import remote_cache_harness as harness
 from gpu_build_testutil.pants_harness import PantsRun, repo_root, stop_pantsd, tree_digests
 
 # Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever
