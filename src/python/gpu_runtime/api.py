@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from gpu_runtime.bundle.locate import find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
-from gpu_runtime.driver.device import cuda_start_wanted
+from gpu_runtime.driver.device import start_cuda_in_background
 from gpu_runtime.errors import CacheNotFoundError
 from gpu_runtime.jit.compiler import find_compiler
 from gpu_runtime.logs import log
@@ -71,8 +71,8 @@ def open_cache(
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
     sources = {} if strict else _jit_sources(kernels_path)
     if sources:
-        if own_backend and cuda_start_wanted():
-            backend.start_in_background()  # the driver's start overlaps what comes next
+        if own_backend:  # the driver's start overlaps what comes next (a no-op if begun)
+            start_cuda_in_background()
         from gpu_runtime.jit.cache import JitKernelCache
 
         return JitKernelCache(sources, backend, prefer=prefer)

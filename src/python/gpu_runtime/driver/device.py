@@ -288,21 +288,6 @@ class CudaBackend:
         return self._drv
 
     # -- device -----------------------------------------------------------------------------
-    def start_in_background(self) -> None:
-        """Starts the driver now, in a thread: cuInit, the primary context and the device's
-        attributes (~0.3 s on an H200, the GIL released), while the caller goes on with its
-        imports and lookups. JIT mode does this when the cache opens, as a bundle's launcher
-        does at process start. A failure is ignored here: the first use meets it again and
-        reports it; `device_info` waits for the thread's query (`self._lock`)."""
-
-        def start() -> None:
-            try:
-                self.device_info()
-            except Exception:  # reported by the first use
-                pass
-
-        threading.Thread(target=start, name="gpu_runtime: CUDA start", daemon=True).start()
-
     def device(self) -> int:
         """The device ordinal, its primary context made current on the calling thread."""
         ordinal = ensure_context(self._ordinal)

@@ -448,67 +448,35 @@ def test_an_early_compile_is_ended_when_the_entry_turns_up_or_the_driver_fails(
     assert _tmp_left(cold) == []
 
 
-def test_jit_mode_starts_cuda_when_the_cache_opens_unless_told_not_to(
-    index_dir, tmp_path, monkeypatch
-):
-    """As a bundle's launcher does at process start (and with its switch): the driver's start
-    (~0.3 s) overlaps the app's next imports and the first lookup instead of following them."""
-    from gpu_runtime.driver.device import CudaBackend
-
+def test_jit_mode_starts_cuda_when_the_cache_opens(index_dir, tmp_path, monkeypatch):
+    """As a bundle's launcher does at process start: the driver's start (~0.3 s) overlaps the
+    first lookup instead of following it (for an app that imported `gpu_runtime.api` itself;
+    the package's first GPU name has begun it otherwise). Not with a backend of the caller's."""
     started = []
-    monkeypatch.setattr(CudaBackend, "start_in_background", lambda self: started.append(self))
+    monkeypatch.setattr("gpu_runtime.api.start_cuda_in_background", lambda: started.append(1))
     monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE", str(tmp_path / "jit"))
-    cache = gpu_runtime.open_cache(kernels_path=[index_dir])
-    assert isinstance(cache, JitKernelCache) and started == [cache._backend]
-    monkeypatch.setenv("GPU_BUNDLE_INIT_CUDA", "0")
-    gpu_runtime.open_cache(kernels_path=[index_dir])
-    gpu_runtime.open_cache(kernels_path=[index_dir], backend=FakeBackend())  # not its own
-    assert len(started) == 1
+    assert isinstance(gpu_runtime.open_cache(kernels_path=[index_dir]), JitKernelCache)
+    assert started == [1]
+    gpu_runtime.open_cache(kernels_path=[index_dir], backend=FakeBackend())
+    assert started == [1]
 
 
 def test_a_failed_early_cuda_start_is_reported_by_the_first_use(monkeypatch):
     from gpu_runtime.driver import device
 
     class NoDriver:
-        calls = 0
-
         def cuInit(self, flags):
-            NoDriver.calls += 1
             raise RuntimeError("Failed to dlopen libcuda.so.1")
 
     monkeypatch.setattr(device, "driver_api", NoDriver)
-    backend = device.CudaBackend()
-    backend.start_in_background()
+    monkeypatch.setattr(device, "_early_start", None)
+    monkeypatch.setattr(device, "_start_driver", lambda: None)  # as without a driver
+    device.start_cuda_in_background()
+    thread = device._early_start
+    assert thread is not None
+    thread.join(10)
     with pytest.raises(DeviceError, match="no CUDA driver: libcuda.so.1 cannot be loaded"):
-        backend.device_info()
-
-
-def test_a_compiler_without_the_early_start_still_compiles(index_dir, tmp_path, compile_log):
-    """A toolchain PEX built before `--capability-from-stdin`: the early process fails with
-    `EarlyStartUnsupported` and the library is compiled the usual way, once."""
-    from gpu_runtime.jit.compiler import EarlyStartUnsupported
-
-    class Refusing:
-        def finish(self, capability):
-            raise EarlyStartUnsupported("JIT mode: ... is older than this gpu_runtime")
-
-        def cancel(self):
-            pass
-
-    calls: list = []
-
-    class Old(CountingCompiler):
-        def start(self, argv, cwd, what):
-            self.calls.append("start")
-            return Refusing()
-
-    base = fake_compiler()
-    old = Old(base.command, base.env, base.description)
-    old.calls = calls
-    cache = jit_cache(index_dir, tmp_path, compiler=lambda: old)
-    cache.kernel("saxpy.saxpy").load()
-    assert calls == ["start", "compile"] and compiles(compile_log) == 1
-    assert _tmp_left(tmp_path) == []
+        device.CudaBackend().device_info()
 
 
 def test_no_compiler_says_how_to_get_one(index_dir, tmp_path):
