@@ -479,6 +479,34 @@ def test_a_failed_early_cuda_start_is_reported_by_the_first_use(monkeypatch):
         device.CudaBackend().device_info()
 
 
+def test_a_compiler_without_the_early_start_still_compiles(index_dir, tmp_path, compile_log):
+    """A toolchain PEX built before `--capability-from-stdin`: the early process fails with
+    `EarlyStartUnsupported` and the library is compiled the usual way, once."""
+    from gpu_runtime.jit.compiler import EarlyStartUnsupported
+
+    class Refusing:
+        def finish(self, capability):
+            raise EarlyStartUnsupported("JIT mode: ... is older than this gpu_runtime")
+
+        def cancel(self):
+            pass
+
+    calls: list = []
+
+    class Old(CountingCompiler):
+        def start(self, argv, cwd, what):
+            self.calls.append("start")
+            return Refusing()
+
+    base = fake_compiler()
+    old = Old(base.command, base.env, base.description)
+    old.calls = calls
+    cache = jit_cache(index_dir, tmp_path, compiler=lambda: old)
+    cache.kernel("saxpy.saxpy").load()
+    assert calls == ["start", "compile"] and compiles(compile_log) == 1
+    assert _tmp_left(tmp_path) == []
+
+
 def test_no_compiler_says_how_to_get_one(index_dir, tmp_path):
     cache = jit_cache(index_dir, tmp_path, compiler=lambda: None)
     with pytest.raises(CompilerNotFoundError) as e:
