@@ -43,7 +43,12 @@ from typing import Mapping
 from pants.backend.python.target_types import PexExecutionMode, PexExecutionModeField
 from pants.engine.target import Target
 
-from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV, PREPARE_ONLY_ENV
+from gpu_spec.launcher_env import (
+    INIT_CUDA_ENV,
+    INIT_CUDA_PID_ENV,
+    INIT_CUDA_THREAD,
+    PREPARE_ONLY_ENV,
+)
 
 # Exit status of a launcher whose app.pex is not the one it was built with (app.py's "gpu_runtime
 # could not run" status: the bundle is damaged, nothing ran).
@@ -72,7 +77,7 @@ if want == "1":
             pass  # gpu_runtime meets it again on first use, and says what it is
 
     os.environ["{pid_env}"] = str(os.getpid())
-    threading.Thread(target=init_cuda, name="gpu_bundle: CUDA init").start()
+    threading.Thread(target=init_cuda, name="{thread}").start()
 script = sys.argv[1]
 del sys.argv[0]
 sys.path[0] = os.path.dirname(script)  # as for `python script`
@@ -204,7 +209,9 @@ def launcher_script(pex_filename: str, pex_sha256: str, init_cuda: bool = True) 
     if "/" in pex_filename or "'" in pex_filename or '"' in pex_filename:
         raise ValueError(f"not a plain PEX file name: {pex_filename!r}")
     default = "1" if init_cuda else "0"
-    boot = _BOOT.format(env=INIT_CUDA_ENV, pid_env=INIT_CUDA_PID_ENV, default=default)
+    boot = _BOOT.format(
+        env=INIT_CUDA_ENV, pid_env=INIT_CUDA_PID_ENV, thread=INIT_CUDA_THREAD, default=default
+    )
     assert "'" not in boot, "the boot code sits in a single-quoted sh string"
     script = _SCRIPT.format(
         pex=pex_filename,

@@ -12,3 +12,5 @@ switches to a release (scripts/remote_release.py), so that the release's first r
 INIT_CUDA_ENV = "GPU_BUNDLE_INIT_CUDA"
 INIT_CUDA_PID_ENV = "GPU_BUNDLE_CUDA_INIT_PID"
 PREPARE_ONLY_ENV = "GPU_BUNDLE_PREPARE_ONLY"
+# The name of the launcher's CUDA start thread: gpu_runtime lets it finish before a fork.
+INIT_CUDA_THREAD = "gpu_bundle: CUDA init"

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from gpu_runtime.driver.streams import Stream, stream_handle
 from gpu_runtime.errors import DeviceError
-from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV  # the launcher's
+from gpu_spec.launcher_env import INIT_CUDA_ENV, INIT_CUDA_PID_ENV, INIT_CUDA_THREAD
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,8 @@ _parent_at_fork: Optional[int] = None
 
 # The threads that start CUDA ahead of the app: gpu_runtime's (`start_cuda_in_background`) and
 # the bundle launcher's.
-_STARTER_THREADS = ("gpu_runtime: CUDA start", "gpu_bundle: CUDA init")
+_EARLY_START_THREAD = "gpu_runtime: CUDA start"
+_STARTER_THREADS = (_EARLY_START_THREAD, INIT_CUDA_THREAD)
 
 
 def _before_fork() -> None:
@@ -219,10 +220,10 @@ def ensure_context(ordinal: Optional[int] = None) -> int:
 _early_start: Optional[threading.Thread] = None
 
 
-def cuda_start_wanted(environ: Optional[Dict[str, str]] = None) -> bool:
+def cuda_start_wanted() -> bool:
     """Whether gpu_runtime may start CUDA before the first kernel: unless $GPU_BUNDLE_INIT_CUDA
     is 0 (the bundle launcher's switch, for the same trade)."""
-    return (os.environ if environ is None else environ).get(INIT_CUDA_ENV, "1").strip() != "0"
+    return os.environ.get(INIT_CUDA_ENV, "1").strip() != "0"
 
 
 def start_cuda_in_background() -> None:
@@ -242,9 +243,7 @@ def start_cuda_in_background() -> None:
     if os.environ.get(INIT_CUDA_PID_ENV) == str(os.getpid()):
         return  # the launcher's thread is at it
 
-    _early_start = threading.Thread(
-        target=_start_driver, name="gpu_runtime: CUDA start", daemon=True
-    )
+    _early_start = threading.Thread(target=_start_driver, name=_EARLY_START_THREAD, daemon=True)
     _early_start.start()
 
 

@@ -261,37 +261,43 @@ class JitKernelCache(KernelCache):
                 return entry, False
 
             def fill(staged: str) -> None:
-                what = f"compiling {src.source} (target {src.target}) for {capability}"
-                out = None
-                if early is not None:
-                    try:
-                        out = early.finish(capability)
-                    except EarlyStartUnsupported as e:
-                        log.info("gpu_runtime: %s; compiling the usual way", e)
-                if out is None:
-                    work = self._store.work_dir()
-                    out = os.path.join(work, "out")
-                    try:
-                        compiler.compile(
-                            ["--source", src.source, "--capability", capability, "--out-dir", out]
-                            + list(src.flags),
-                            cwd=src.root,
-                            what=what,
-                        )
-                    except BaseException:
-                        shutil.rmtree(work, ignore_errors=True)
-                        raise
-                _collect(
-                    out,
-                    capability,
-                    staged,
-                    f"{compiler.description} for {src.source} " f"({src.target})",
-                )
+                self._compile_into(staged, src, capability, compiler, early)
 
             info = {"library": src.library, "target": src.target, "capability": capability}
             entry = self._store.create(key, info, fill)
         self._store.prune(self._bound, keep=key)
         return entry, True
+
+    def _compile_into(
+        self,
+        staged: str,
+        src: JitSource,
+        capability: str,
+        compiler: Compiler,
+        early: Optional["_EarlyCompile"],
+    ) -> None:
+        """Has a compile process write `capability`'s files and moves them into `staged`: the
+        one started early, if any (and its compiler knows the flag), else one run now, in a
+        working directory removed here (the early one's is removed by its `close`)."""
+        what = f"{compiler.description} for {src.source} ({src.target})"
+        if early is not None:
+            try:
+                _collect(early.finish(capability), capability, staged, what)
+                return
+            except EarlyStartUnsupported as e:
+                log.info("gpu_runtime: %s; compiling the usual way", e)
+        work = self._store.work_dir()
+        try:
+            out = os.path.join(work, "out")
+            compiler.compile(
+                ["--source", src.source, "--capability", capability, "--out-dir", out]
+                + list(src.flags),
+                cwd=src.root,
+                what=f"compiling {src.source} (target {src.target}) for {capability}",
+            )
+            _collect(out, capability, staged, what)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def _add(self, name: str, src: JitSource, entry: Entry) -> None:
         with manifest_errors():
@@ -322,30 +328,24 @@ class _EarlyCompile:
     def __init__(self, pending: PendingCompile, work: str) -> None:
         self._pending = pending
         self._work = work
-        self._finished = False
 
     def finish(self, capability: str) -> str:
         """Sends the capability and waits: the output directory holding `<capability>/`."""
         self._pending.finish(capability)
-        self._finished = True
         return os.path.join(self._work, "out")
 
     def close(self) -> None:
-        if not self._finished:
-            self._pending.cancel()
+        self._pending.cancel()  # a no-op once it finished
         shutil.rmtree(self._work, ignore_errors=True)
 
 
 def _collect(out: str, capability: str, staged: str, what: str) -> None:
     """Moves the compile's files for `capability` into the staged entry (one filesystem: the
-    store's), then removes `out`'s working directory."""
+    store's)."""
     written = os.path.join(out, capability)
-    try:
-        if not os.path.isdir(written):
-            raise JitCompileError(
-                f"JIT mode: {what} wrote nothing under --out-dir/{capability}: is it gpu_compiler?"
-            )
-        for n in os.listdir(written):
-            os.rename(os.path.join(written, n), os.path.join(staged, n))
-    finally:
-        shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    if not os.path.isdir(written):
+        raise JitCompileError(
+            f"JIT mode: {what} wrote nothing under --out-dir/{capability}: is it gpu_compiler?"
+        )
+    for n in os.listdir(written):
+        os.rename(os.path.join(written, n), os.path.join(staged, n))

@@ -135,22 +135,18 @@ class Compiler:
     def _run(self, args: Sequence[str], cwd: Optional[str], what: str = "") -> Any:
         proc = self._popen(args, cwd=cwd)
         stdout, stderr = proc.communicate("")
-        return _checked(proc.returncode, stdout, stderr, what or " ".join(args), self.description)
+        return _checked(proc, stdout, stderr, what or " ".join(args), self.description)
 
 
-def _checked(returncode: int, stdout: str, stderr: str, what: str, description: str) -> Any:
-    """The finished process's (stdout, stderr), or its failure as a JitCompileError."""
-    if returncode != 0:
+def _checked(proc: Any, stdout: str, stderr: str, what: str, description: str) -> Any:
+    """The finished `proc` as a CompletedProcess, or its failure as a JitCompileError."""
+    if proc.returncode != 0:
         raise JitCompileError(
-            f"JIT mode: {what} failed (exit {returncode}, {description}):\n{stderr.strip()}"
+            f"JIT mode: {what} failed (exit {proc.returncode}, {description}):\n{stderr.strip()}"
         )
-    return _Finished(stdout, stderr)
+    import subprocess
 
-
-@dataclass(frozen=True)
-class _Finished:
-    stdout: str
-    stderr: str
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 class PendingCompile:
@@ -183,7 +179,7 @@ class PendingCompile:
                 f"not know --capability-from-stdin): rebuild it, e.g. `pants package "
                 f"src/python/gpu_compiler:toolchain-cuda13`"
             )
-        return _checked(self._proc.returncode, stdout, stderr, what, self._description).stderr
+        return _checked(self._proc, stdout, stderr, what, self._description).stderr
 
     def cancel(self) -> None:
         """Ends the process (a cache hit after all, or an error) and reaps it."""
