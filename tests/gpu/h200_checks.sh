@@ -5,7 +5,10 @@
 #   tests/gpu/h200_checks.sh dist/imaging_h200 dist/imaging_orin/cache
 #
 # 1. the H200 bundle's app (pipeline vs numpy) and its self-test (every kernel and signature of
-#    the manifest, from cubin and from PTX, against numpy); the same app through the bundle's
+#    the manifest, from cubin and from PTX, against numpy; --strict: a kernel without a
+#    reference fails), with the kernels that need CUDA's own headers (half_stats.cu: cuda_fp16.h,
+#    cuda_bf16.h, CUB, cooperative groups; haxpy.py, bf16_axpy.py: numba's fp16/bf16) named among
+#    the passed from each mode; the same app through the bundle's
 #    launcher (`app`: a venv of app.pex made on the first run, used as it is on the second),
 #    and a child forked after the launcher or the app started CUDA (the error that says so);
 # 2. the same bundle with every cubin deleted: it runs from PTX (driver JIT);
@@ -31,7 +34,20 @@ python3 --version
 step "1a. H200 bundle app (cubin)"
 must python3 "$bundle/app.pex" -v
 step "1b. self-test: every kernel, cubin and PTX"
-must python3 "$bundle/app.pex" --self-test --modes cubin,ptx
+must python3 "$bundle/app.pex" --self-test --modes cubin,ptx --strict --json "$work/selftest.json"
+step "1b'. CUDA's headers and half precision: each kernel passed from its cubin and its PTX"
+must python3 - "$work/selftest.json" <<'PY'
+import json, sys
+records = json.load(open(sys.argv[1]))["records"]
+missing = []
+for kernel in ("half_gain_stats", "bf16_offset_to_half", "haxpy", "bf16_axpy"):
+    for mode in ("cubin", "ptx"):
+        hits = [r["what"] for r in records if r["status"] == "passed"
+                and r["what"].startswith("[%s] %s " % (mode, mode)) and ".%s(" % kernel in r["what"]]
+        print("%-20s %-5s %s" % (kernel, mode, hits[0] if hits else "NOT PASSED"))
+        missing += [] if hits else ["%s from %s" % (kernel, mode)]
+sys.exit("not passed: %s" % ", ".join(missing) if missing else 0)
+PY
 
 step "1c. the bundle's launcher: first run makes the venv, the second starts from it"
 must env GPU_BUNDLE_VENVS="$work/venvs" "$bundle/app"

@@ -377,8 +377,12 @@ def test_versions_and_wheel_libraries_only(tmp_path):
         "nvjitlink",
         "cuda-core",
         "cuda-bindings",
+        "cuda-runtime",
+        "cuda-crt",
+        "cccl",
     }
     assert tc["cuda"] == "13.0"
+    assert tc["cccl"] == "13.0.85" and tc["cuda-crt"] == "13.0.88"  # the lockfile's pins
 
     # After real compiles (numba -> NVVM, NVRTC, nvJitLink), every CUDA library
     # mapped into the process comes from the wheels, not a system CUDA.

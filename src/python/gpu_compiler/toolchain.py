@@ -26,6 +26,11 @@ _DISTS: Dict[str, Sequence[str]] = {
     "nvjitlink": ("nvidia-nvjitlink", "nvidia-nvjitlink-cu12"),
     "cuda-core": ("cuda-core",),
     "cuda-bindings": ("cuda-bindings",),
+    # CUDA's headers (gpu_compiler.cuda_cpp.toolchain_headers): a kernel compiles against them,
+    # so an output records them and JIT mode's key covers them. CUDA 12's crt/ is nvcc's wheel.
+    "cuda-runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12"),
+    "cuda-crt": ("nvidia-cuda-crt", "nvidia-cuda-nvcc-cu12"),
+    "cccl": ("nvidia-cuda-cccl", "nvidia-cuda-cccl-cu12"),
 }
 
 _cuda_version_cache: Optional[str] = None
@@ -56,8 +61,8 @@ def cuda_version() -> str:
 def versions() -> Dict[str, Optional[str]]:
     """The ``toolchain`` object of ``metadata.json``.
 
-    Keys: cuda, numba-cuda, numba, llvmlite, nvvm, nvrtc, nvjitlink,
-    cuda-core, cuda-bindings. A component that is not installed is None.
+    Keys: cuda, numba-cuda, numba, llvmlite, nvvm, nvrtc, nvjitlink, cuda-core,
+    cuda-bindings, cuda-runtime, cuda-crt, cccl. A component that is not installed is None.
     """
     out: Dict[str, Optional[str]] = {"cuda": cuda_version()}
     out.update(dist_versions())

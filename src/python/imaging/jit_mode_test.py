@@ -11,7 +11,7 @@ from gpu_runtime.jit.cache import JitKernelCache
 from gpu_runtime.jit.compiler import CompilerNotFoundError
 from gpu_runtime.jit.sources import find_jit_sources
 
-KERNELS = ["blur", "histogram", "matmul", "saxpy", "sobel"]
+KERNELS = ["bf16_axpy", "blur", "half_stats", "haxpy", "histogram", "matmul", "saxpy", "sobel"]
 
 
 @pytest.fixture

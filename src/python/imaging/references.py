@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 
 from gpu_runtime.selftest.inputs import Case, Memory, ReferenceTable
@@ -158,6 +159,57 @@ def ref_matmul_ld(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Ca
     return Case(args, grid, (tile, tile), {4: want}, rtol=tol, atol=tol, note="lda > k, ldb > n")
 
 
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def ref_half_gain_stats(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
+    # half_stats.cu: y = x * gain in __half2 pairs (one rounding, as numpy's float16 multiply),
+    # stats = (sum, sum of squares) of y in float; blockDim.x must be 256 (CUB's block size)
+    n2 = 5_003  # pairs; not a multiple of the block
+    x = rng.standard_normal(2 * n2).astype(np.float16)
+    gain = np.float16(0.75)
+    y = (x * gain).astype(np.float16)
+    wide = y.astype(np.float64)
+    stats = np.array([wide.sum(), (wide * wide).sum()], np.float32)
+    out, acc = mem.zeros(2 * n2, np.float16), mem.zeros(2, np.float32)
+    args = [mem.array(x), out, (gain, gain), n2, acc]
+    return Case(args, cdiv(n2, 256), 256, {1: y, 4: stats}, rtol=1e-4, atol=1e-3)
+
+
+def ref_bf16_offset_to_half(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
+    # half_stats.cu: y = half(float(x) + float(bias)), x and bias bfloat16
+    n = 4_099
+    x = rng.standard_normal(n).astype(BF16)
+    bias = np.array(0.5, BF16)[()]
+    want = (x.astype(np.float32) + np.float32(bias)).astype(np.float16)
+    out = mem.zeros(n, np.float16)
+    return Case([mem.array(x), bias, out, n], cdiv(n, 128), 128, {2: want}, rtol=0, atol=0)
+
+
+def ref_haxpy(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
+    # haxpy.py: out = fma(a, x, y) in float16, one rounding (float64 is exact for the product)
+    n = 10_007
+    x = rng.standard_normal(n).astype(np.float16)
+    y = rng.standard_normal(n).astype(np.float16)
+    a = np.float16(1.25)
+    want = (np.float64(a) * x.astype(np.float64) + y.astype(np.float64)).astype(np.float16)
+    out = mem.zeros(n, np.float16)
+    args = [out, a, mem.array(x), mem.array(y)]
+    return Case(args, cdiv(n, 256), 256, {0: want}, rtol=1e-3, atol=1e-3)
+
+
+def ref_bf16_axpy(spec: KernelSpec, mem: Memory, rng: np.random.Generator) -> Case:
+    # bf16_axpy.py: out = fma(a, x, y) in bfloat16, one rounding; a a Python float
+    n = 10_007
+    x = rng.standard_normal(n).astype(BF16)
+    y = rng.standard_normal(n).astype(BF16)
+    a = 1.5
+    want = (a * x.astype(np.float64) + y.astype(np.float64)).astype(np.float32).astype(BF16)
+    out = mem.zeros(n, BF16)
+    args = [out, a, mem.array(x), mem.array(y)]
+    return Case(args, cdiv(n, 256), 256, {0: want}, rtol=1e-2, atol=1e-2)
+
+
 REFERENCES = ReferenceTable(
     {
         "saxpy": ref_saxpy,
@@ -165,6 +217,10 @@ REFERENCES = ReferenceTable(
         "histogram_256": ref_histogram_256,
         "sum_f32": ref_sum_f32,
         "sobel_magnitude": ref_sobel_magnitude,
+        "half_gain_stats": ref_half_gain_stats,
+        "bf16_offset_to_half": ref_bf16_offset_to_half,
+        "haxpy": ref_haxpy,
+        "bf16_axpy": ref_bf16_axpy,
     },
     patterns=[(MATMUL_NAME, ref_matmul), (MATMUL_LD_NAME, ref_matmul_ld)],
     probe="saxpy",

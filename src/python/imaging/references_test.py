@@ -9,7 +9,8 @@ from gpu_spec.manifest.model import ArgSpec, KernelSpec
 from imaging import references
 from imaging.references import REFERENCES, box_blur_ref, cdiv, sobel_ref
 
-# Every kernel name the example's BUILD compiles (kernels/*.py, and matmul.cu's name expressions).
+# Every kernel name the example's BUILD compiles (kernels/*.py, *.cu and matmul.cu's name
+# expressions).
 EXAMPLE_KERNELS = [
     "saxpy",
     "box_blur_3x3",
@@ -20,6 +21,10 @@ EXAMPLE_KERNELS = [
     "matmul<double, 16>",
     "matmul_ld<float, 16>",
     "matmul_ld<double, 16>",
+    "half_gain_stats",
+    "bf16_offset_to_half",
+    "haxpy",
+    "bf16_axpy",
 ]
 
 

@@ -32,6 +32,14 @@ C_TYPE_DTYPES: Dict[str, str] = {
     "double": "float64",
     "__half": "float16",
     "_Float16": "float16",
+    "__nv_bfloat16": "bfloat16",  # ml_dtypes' name; numpy itself has no bfloat16
+}
+
+# CUDA's two-lane vector types: a pair of the element type in 4 bytes (`.align 4 .b8 [4]` by
+# value). A pointer to one points at pairs of elements: an array of the element dtype.
+C_PAIR_TYPES: Dict[str, str] = {
+    "__half2": "float16",
+    "__nv_bfloat162": "bfloat16",
 }
 
 _QUALIFIERS = ("const ", "volatile ")
@@ -67,11 +75,20 @@ def c_scalar_dtype(ctype: str) -> Optional[str]:
     return None if is_pointer else C_TYPE_DTYPES.get(t)
 
 
-def c_pointee_dtype(ctype: str) -> Optional[str]:
-    """The numpy dtype name a pointer parameter's elements have (`const float*` -> float32),
-    None when it says none (void*, char*, a class, a pointer to pointer, not a pointer)."""
+def c_pair_dtype(ctype: str) -> Optional[str]:
+    """The element dtype name of a by-value `__half2` / `__nv_bfloat162`, None for others."""
     t, is_pointer = split_pointer(ctype)
-    return C_TYPE_DTYPES.get(t) if is_pointer else None
+    return None if is_pointer else C_PAIR_TYPES.get(t)
+
+
+def c_pointee_dtype(ctype: str) -> Optional[str]:
+    """The numpy dtype name a pointer parameter's elements have (`const float*` -> float32,
+    `__half2*` -> float16: its pairs' elements), None when it says none (void*, char*, a class,
+    a pointer to pointer, not a pointer)."""
+    t, is_pointer = split_pointer(ctype)
+    if not is_pointer:
+        return None
+    return C_TYPE_DTYPES.get(t) or C_PAIR_TYPES.get(t)
 
 
 def c_type_problem(ctype: object) -> Optional[str]:

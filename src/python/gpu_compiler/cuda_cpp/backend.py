@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
+from gpu_compiler.cuda_cpp import toolchain_headers
 from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
 from gpu_compiler.cuda_cpp.param_types import PROBE_SOURCE, declared_param_types
 from gpu_compiler.errors import CompileError
@@ -54,6 +55,74 @@ _DENIED_RE = re.compile(
     r'"(?P<name>[^"\n]+)": (?:Permission denied|Operation not permitted)',
     re.MULTILINE,
 )
+
+
+# NVRTC's report of an include found nowhere (with search dirs, or with none).
+_MISSING_RE = re.compile(
+    r"^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: (?:cannot|could not) open "
+    r'source file "(?P<name>[^"\n]+)"(?: \(no directories in search list\))?$',
+    re.MULTILINE,
+)
+
+# The C++ standard library headers libcu++ mirrors as <cuda/std/NAME> (NVRTC has no host one).
+_STD_HEADERS = frozenset(
+    "algorithm array atomic barrier bit bitset cassert cfloat chrono climits cmath complex "
+    "concepts cstddef cstdint cstdlib cstring functional initializer_list iterator latch limits "
+    "mdspan memory numeric numbers optional ratio semaphore span string_view tuple type_traits "
+    "utility variant version".split()
+)
+
+
+def _missing_header(m: "re.Match[str]", system_dirs: Sequence[str]) -> CompileError:
+    """``file:line: error: cannot find header "x.h"`` with where it was looked for and the fix."""
+    shown, line, name = m.group("file"), int(m.group("line")), m.group("name")
+    if shown.startswith(toolchain_headers.TOOLCHAIN_LABEL + "/"):
+        return CompileError(
+            '%s:%d: error: this toolchain header includes "%s", a header of the host\'s C/C++ '
+            "library, which NVRTC compiles without: it is host code and cannot be part of a "
+            "kernel; fix: for CUB include the block- or warp-level headers (<cub/block/...>, "
+            "<cub/warp/...>), for the C++ library libcu++'s <cuda/std/...>" % (shown, line, name),
+            source=shown,
+            line=line,
+        )
+    if name in _STD_HEADERS:
+        fix = (
+            "NVRTC compiles device code and has no host C++ standard library: include "
+            "<cuda/std/%s> (libcu++, from the toolchain) instead" % name
+        )
+    else:
+        fix = (
+            "put the header inside the repo, add the target that owns it to `dependencies` and, "
+            "for an #include <...>, its directory to `include_dirs`; for a CUDA library's "
+            "headers, add its NVIDIA wheel to the toolchain's lockfile"
+        )
+    missing = toolchain_headers.missing_sets()
+    lacks = ("; the toolchain lacks %s" % ", ".join(missing)) if missing else ""
+    return CompileError(
+        '%s:%d: error: cannot find header "%s": it is neither an input of the compile nor one '
+        "of the toolchain's CUDA headers (%s)%s; fix: %s"
+        % (
+            shown,
+            line,
+            name,
+            ", ".join(toolchain_headers.shown(d) or d for d in system_dirs) or "none",
+            lacks,
+            fix,
+        ),
+        source=shown,
+        line=line,
+    )
+
+
+def _hint(log: str) -> str:
+    """A line after NVRTC's log for a failure whose cause is not in its words."""
+    if "is not allowed in JIT mode" in log:
+        return (
+            "\nhint: NVRTC compiles device code only; a header with host code (<cub/cub.cuh>, "
+            "cub/device/, thrust algorithms) cannot be included: include the block- or "
+            "warp-level headers instead (<cub/block/block_reduce.cuh>, <cub/warp/...>)"
+        )
+    return ""
 
 
 def _denied_include(m: "re.Match[str]") -> CompileError:
@@ -154,8 +223,11 @@ def compile_cuda_source(
     """Compile ``source_path`` to PTX for ``capability``; CompileError on failure.
 
     ``sandbox_root``: every file the compile reads must resolve inside it (None: anywhere).
+    CUDA's own headers come from the toolchain (``toolchain_headers``), searched after
+    ``include_dirs``.
     """
-    program = _program_text(source_path, include_dirs, Sandbox(sandbox_root))
+    system_dirs = toolchain_headers.cuda_include_dirs()
+    program = _program_text(source_path, include_dirs, Sandbox(sandbox_root), system_dirs)
     options = nvrtc_options(
         capability,
         defines=defines,
@@ -165,13 +237,16 @@ def compile_cuda_source(
         max_registers=max_registers,
     )
     exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
-    ptx_text, lowered, log = _run_nvrtc(program, source_path, capability, options, exprs)
-    ptx_text = ptxmod.relativize_file_directives(ptx_text)
+    nvrtc_argv = options + _system_include_options(system_dirs)
+    ptx_text, lowered, log = _run_nvrtc(
+        program, source_path, capability, nvrtc_argv, exprs, system_dirs
+    )
+    ptx_text = toolchain_headers.relabel(ptxmod.relativize_file_directives(ptx_text))
     kernels = _kernels(ptx_text, lowered, source_path)
     by_entry = {low: e for e, low in lowered.items()}
     declared = declared_param_types(
         [(k.entry, by_entry.get(k.entry), len(k.params)) for k in kernels],
-        lambda probes: _probe_lowered_names(program, source_path, options, probes),
+        lambda probes: _probe_lowered_names(program, source_path, nvrtc_argv, probes),
     )
     for k in kernels:
         k.c_types = declared.get(k.entry)
@@ -202,12 +277,21 @@ def _probe_lowered_names(
         nvrtc.nvrtcDestroyProgram(prog)
 
 
+def _system_include_options(system_dirs: Sequence[str]) -> List[str]:
+    """``-I`` for the toolchain's header directories: after the target's own (the nvcc order),
+    outside `nvrtc_options` because their absolute paths differ from machine to machine."""
+    return ["-I%s" % d for d in system_dirs]
+
+
 def _program_text(
-    source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
+    source_path: str,
+    include_dirs: Sequence[str],
+    sandbox: Sandbox,
+    system_dirs: Sequence[str] = (),
 ) -> CudaProgramText:
     """The source, and in a hermetic compile every user header it includes, read by us."""
     if sandbox.confined:
-        return resolve_includes(source_path, include_dirs, sandbox)
+        return resolve_includes(source_path, include_dirs, sandbox, system_dirs)
     try:
         with open(source_path, "rb") as f:
             return CudaProgramText(f.read())
@@ -245,13 +329,14 @@ def _run_nvrtc(
     capability: str,
     options: List[str],
     exprs: List[str],
+    system_dirs: Sequence[str] = (),
 ) -> Tuple[str, Dict[str, str], str]:
     """One NVRTC program: (PTX, name expression -> lowered name, relativized log)."""
     from cuda.bindings import nvrtc
 
     prog = _create_program(program, source_path, exprs)
     try:
-        log = _compile_program(prog, options, source_path, capability)
+        log = _compile_program(prog, options, source_path, capability, system_dirs)
         ptx_text = _get_ptx(prog)
         lowered = {e: _lowered_name(prog, e, source_path) for e in exprs}
     finally:
@@ -259,21 +344,26 @@ def _run_nvrtc(
     return ptx_text, lowered, log
 
 
-def _compile_program(prog, options: List[str], source_path: str, capability: str) -> str:
+def _compile_program(
+    prog, options: List[str], source_path: str, capability: str, system_dirs: Sequence[str] = ()
+) -> str:
     """Run the compile; its log, or a CompileError located by NVRTC's first diagnostic."""
     from cuda.bindings import nvrtc
 
     opt_bytes = [o.encode("utf-8") for o in options]
     (err,) = nvrtc.nvrtcCompileProgram(prog, len(opt_bytes), opt_bytes)
-    log = relativize_text(_get_log(prog)).strip()
+    log = toolchain_headers.relabel(relativize_text(_get_log(prog))).strip()
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         denied = _DENIED_RE.search(log)
         if denied is not None:
             raise _denied_include(denied)
+        missing = _MISSING_RE.search(log)
+        if missing is not None:
+            raise _missing_header(missing, system_dirs)
         m = _DIAG_RE.search(log)
         raise CompileError(
-            "%s: error: NVRTC failed to compile for %s:\n%s"
-            % (source_path, capability, log or str(err)),
+            "%s: error: NVRTC failed to compile for %s:\n%s%s"
+            % (source_path, capability, log or str(err), _hint(log)),
             source=m.group("file") if m else source_path,
             line=int(m.group("line")) if m else None,
         )
@@ -341,15 +431,19 @@ def compile_cuda_part(
     """Relocatable PTX of CUDA C++ that a numba kernel links (device functions, no kernels
     needed): ``-rdc`` keeps its ``extern`` functions for the linker. ``text``: in-memory
     source (numba's CUSource) instead of the file. ``include_dirs``: where ``#include <...>``
-    looks (numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS, see gpu_compiler.numba.links)."""
+    looks (numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS, see gpu_compiler.numba.links), before
+    numba-cuda's own search list from the toolchain (its fp16/bf16 shims include
+    ``<cuda_fp16.h>``)."""
+    system_dirs = toolchain_headers.numba_include_dirs()
     if text is not None:
         program = CudaProgramText(text)
     else:
         here = shown if not os.path.isabs(shown) else source_path
-        program = _program_text(here, include_dirs, Sandbox(sandbox_root))
+        program = _program_text(here, include_dirs, Sandbox(sandbox_root), system_dirs)
     options = nvrtc_options(
         capability, include_dirs=include_dirs, fast_math=fast_math, lineinfo=lineinfo
     )
     options.append("--relocatable-device-code=true")
-    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [])
-    return ptxmod.relativize_file_directives(ptx_text)
+    options += _system_include_options(system_dirs)
+    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [], system_dirs)
+    return toolchain_headers.relabel(ptxmod.relativize_file_directives(ptx_text))

@@ -25,9 +25,12 @@ only, so line numbers stay.
 
 What is left to NVRTC: names found nowhere in the sandbox. It searches the
 same in-sandbox places (every header's in-memory name is its real relative
-path, so "its directory" is the same one) and finds nothing, or, for ``<name>``,
-one of its built-in headers. Computed includes (``#include MACRO``) and
-``#include_next`` cannot be checked before preprocessing and are refused.
+path, so "its directory" is the same one) and finds nothing, then the
+toolchain's CUDA header directories (``toolchain_headers``: ``cuda_fp16.h``,
+``cub/...``), then its built-in headers. A name that would climb out of a
+toolchain directory (``<../../x>``) is refused here: NVRTC joins it to each.
+Computed includes (``#include MACRO``) and ``#include_next`` cannot be checked
+before preprocessing and are refused.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from gpu_compiler.cuda_cpp.toolchain_headers import escapes
 from gpu_compiler.errors import CompileError
 from gpu_compiler.sandbox import FIX_HEADER, Sandbox
 
@@ -124,8 +128,11 @@ def _candidates(d: _Directive, include_dirs: Sequence[str]) -> List[str]:
     return [os.path.join(base, d.name) if base else d.name for base in dirs]
 
 
-def _find(d: _Directive, include_dirs: Sequence[str], sandbox: Sandbox) -> Optional[str]:
-    """The first candidate that exists, or None; CompileError for one outside the sandbox."""
+def _find(
+    d: _Directive, include_dirs: Sequence[str], sandbox: Sandbox, system_dirs: Sequence[str]
+) -> Optional[str]:
+    """The first candidate that exists, or None (NVRTC then searches the toolchain's headers);
+    CompileError for one outside the sandbox, or one leading out of a toolchain directory."""
     if os.path.isabs(d.name):
         raise _refusal(
             d,
@@ -147,6 +154,13 @@ def _find(d: _Directive, include_dirs: Sequence[str], sandbox: Sandbox) -> Optio
             )
         if os.path.isfile(cand):
             return cand
+    climbed = escapes(d.name, system_dirs)
+    if climbed is not None:
+        raise _refusal(
+            d,
+            "refused %s: through the toolchain's header directories it resolves to %s, "
+            "outside the compile's inputs and the toolchain's headers" % (d.spelled(), climbed),
+        )
     return None
 
 
@@ -177,9 +191,13 @@ def _check_roots(source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
 
 
 def resolve_includes(
-    source_path: str, include_dirs: Sequence[str], sandbox: Sandbox
+    source_path: str,
+    include_dirs: Sequence[str],
+    sandbox: Sandbox,
+    system_dirs: Sequence[str] = (),
 ) -> CudaProgramText:
-    """Read the source and, recursively, every user header it includes, from the sandbox only."""
+    """Read the source and, recursively, every user header it includes, from the sandbox only;
+    ``system_dirs``: the toolchain's header directories NVRTC searches after ``include_dirs``."""
     _check_roots(source_path, include_dirs, sandbox)
     # realpath -> the one in-memory name of that file (the source keeps its own name)
     name_of: Dict[str, str] = {os.path.realpath(source_path): source_path}
@@ -190,7 +208,7 @@ def resolve_includes(
         pieces: List[str] = []
         at = 0
         for d in _directives(includer, text):
-            path = _find(d, include_dirs, sandbox)
+            path = _find(d, include_dirs, sandbox, system_dirs)
             if path is None:
                 continue  # NVRTC finds it nowhere either, or it is one of NVRTC's built-ins
             real = os.path.realpath(path)

@@ -7,7 +7,9 @@ strides[ndim] (bytes) -- all 8-byte values, ``5 + 2*ndim`` PTX params; a scalar
 is passed by value (a complex scalar as two params: real, imag); a raw pointer
 (``CPointer(T)``, ``voidptr``) as one 8-byte param. Arrays may have 0 dimensions
 and numpy structured dtypes (numba ``Record``: numba.cuda.random's states), written
-as gpu_spec.dtypes' record objects. Other argument types are refused.
+as gpu_spec.dtypes' record objects. numba-cuda's ``bfloat16`` (``numba.cuda.types.bfloat16``, no
+numpy dtype of its own) is recorded as ``"bfloat16"``, ml_dtypes' name: 2 bytes, passed as its
+bits. Other argument types are refused.
 """
 
 from __future__ import annotations
@@ -26,14 +28,20 @@ def arg_abi(numba_type: Any) -> Dict[str, Any]:
     t: Any = types
     scalar_types = (t.Boolean, t.Integer, t.Float, t.Complex)
     if isinstance(numba_type, t.Array):
-        if not isinstance(numba_type.dtype, scalar_types + (t.Record,)):
+        if _is_bfloat16(numba_type.dtype):
+            dtype: Any = BFLOAT16
+        elif isinstance(numba_type.dtype, scalar_types + (t.Record,)):
+            dtype = dtype_json(numpy_support.as_dtype(numba_type.dtype))
+        else:
             raise ValueError("array of %s" % (numba_type.dtype,))
         return {
             "kind": "array",
-            "dtype": dtype_json(numpy_support.as_dtype(numba_type.dtype)),
+            "dtype": dtype,
             "ndim": int(numba_type.ndim),
             "layout": str(numba_type.layout),
         }
+    if _is_bfloat16(numba_type):
+        return {"kind": "scalar", "dtype": BFLOAT16}
     if isinstance(numba_type, scalar_types):
         return {"kind": "scalar", "dtype": numpy_support.as_dtype(numba_type).name}
     if isinstance(numba_type, t.CPointer):
@@ -46,6 +54,17 @@ def arg_abi(numba_type: Any) -> Dict[str, Any]:
     if numba_type == t.voidptr:
         return {"kind": "pointer", "dtype": "void"}
     raise ValueError(str(numba_type))
+
+
+BFLOAT16 = "bfloat16"
+
+
+def _is_bfloat16(numba_type: Any) -> bool:
+    """numba-cuda's bfloat16 (`numba.cuda.types.bfloat16`, absent from older numba-cuda)."""
+    from numba.cuda import types
+
+    bf16 = getattr(types, "bfloat16", None)
+    return bf16 is not None and numba_type == bf16
 
 
 def dtype_json(dt: Any) -> Any:
@@ -83,8 +102,8 @@ def describe_args(
     except ValueError as e:
         raise CompileError(
             "%s%s: error: kernel %r signature %r has an argument of type %s; "
-            "the AOT ABI supports arrays (of numbers or records, any ndim including 0), "
-            "number/boolean scalars and raw pointers (CPointer(T), voidptr)"
+            "the AOT ABI supports arrays (of numbers, bfloat16 or records, any ndim including "
+            "0), number/boolean/bfloat16 scalars and raw pointers (CPointer(T), voidptr)"
             % (source_path, ":%d" % aot_line if aot_line else "", kernel, sig, e),
             source=source_path,
             line=aot_line,

@@ -19,6 +19,7 @@ A relative link path is looked up beside the kernel source first, then in the wo
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -84,7 +85,9 @@ class PartCompiler:
         return self._parts[key]
 
     def _file_name(self, name: str) -> str:
-        stem = os.path.splitext(os.path.basename(name))[0] or "part"
+        # numba names in-memory code "<unnamed-cu>": a file name keeps to a portable set
+        stem = os.path.splitext(os.path.basename(name))[0]
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("_.") or "part"
         file, n = "%s.ptx" % stem, 1
         while file in self._names or file == DEVRT_FILE:
             file, n = "%s_%d.ptx" % (stem, n), n + 1

@@ -140,8 +140,11 @@ def kernel_ptx(
     capability: str,
     source_path: str,
 ) -> NumbaKernelPTX:
-    """Check the generated PTX is what an AOT build needs, with ``.file`` paths relative."""
-    ptx_text = ptxmod.relativize_file_directives(code.ptx)
+    """Check the generated PTX is what an AOT build needs, with ``.file`` paths relative (and
+    numba-cuda's own modules, inlined with ``lineinfo``, shown as ``<toolchain>/...``)."""
+    from gpu_compiler.cuda_cpp import toolchain_headers
+
+    ptx_text = toolchain_headers.relabel(ptxmod.relativize_file_directives(code.ptx))
     target = ptxmod.ptx_target(ptx_text)
     if target != capability:
         # numba picks the "closest supported" arch when the exact one is not

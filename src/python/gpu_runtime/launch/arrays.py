@@ -102,6 +102,8 @@ def array_view(obj: Any) -> Optional[ArrayView]:
         descr = cai.get("descr")
         if dtype.kind == "V" and descr and any(d[0] for d in descr):  # a record's fields
             dtype = descr_to_dtype(descr)  # drops the padding entries ("", "|V7") of aligned ones
+        elif dtype.kind == "V":  # "<V2" for ml_dtypes' bfloat16: the array's own dtype says so
+            dtype = _own_dtype(obj, dtype)
         ptr, readonly = cai["data"]
         strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as e:
@@ -120,6 +122,15 @@ def array_view(obj: Any) -> Optional[ArrayView]:
     return ArrayView(
         ptr=int(ptr or 0), shape=shape, strides=strides, dtype=dtype, readonly=bool(readonly)
     )
+
+
+def _own_dtype(obj: Any, void: np.dtype) -> np.dtype:
+    """The dtype the object itself declares where the array interface can only say "V<n>" (an
+    extension dtype such as ml_dtypes' bfloat16), if it is one of that size; else `void`."""
+    own = getattr(obj, "dtype", None)
+    if isinstance(own, np.dtype) and own.itemsize == void.itemsize and own.fields is None:
+        return own
+    return void
 
 
 def is_host_array(obj: Any) -> bool:

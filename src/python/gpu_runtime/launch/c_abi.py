@@ -4,7 +4,10 @@
 object with an integer `.handle`/`.ptr`, e.g. a cuda.core Buffer) or integers; narrower integer
 parameters take integers of either signedness (NVRTC declares `int` as `.u32`); floating
 parameters take numbers; byte-array parameters (`.align A .b8 name[N]`, e.g. a struct by value)
-take a numpy scalar or `bytes` of N bytes.
+take a numpy scalar or `bytes` of N bytes; where the declared type is one of CUDA's half
+types, a number: `__half` (float16) and `__nv_bfloat16` (bfloat16, an ml_dtypes scalar too),
+and for `__half2` / `__nv_bfloat162` a pair of numbers (a tuple, or a 2-element array of the
+element dtype), each lane rounded as its type rounds.
 
 Where the manifest records the declared C types ("c_types", `gpu_spec.c_types`), they are
 checked too: a device array passed for `const float*` must hold float32, an integer passed for
@@ -29,13 +32,15 @@ from gpu_runtime.launch.params import (
     parse_param_type,
 )
 from gpu_runtime.launch.scalars import (
+    BFLOAT16,
     INT_RANGES,
+    bfloat16_bits,
     float16_bits,
     to_int,
     to_narrow_float,
     unwrap_0d,
 )
-from gpu_spec.c_types import c_pointee_dtype, c_scalar_dtype
+from gpu_spec.c_types import c_pair_dtype, c_pointee_dtype, c_scalar_dtype
 from gpu_spec.manifest.model import KernelSpec
 
 
@@ -63,7 +68,8 @@ def c_param_value(ptext: str, value: Any, what: str, ctype: Optional[str] = None
     if ctype is not None:
         _check_declared(ctype, value, what)
     if pt.is_array:
-        return (pt.name, _struct_bytes(pt, ptext, value, what))
+        half = _half_bytes(ctype, pt.size, value, what) if ctype is not None else None
+        return (pt.name, half if half is not None else _struct_bytes(pt, ptext, value, what))
     if pt.kind == "f":
         if pt.bits == 16:
             if isinstance(value, np.float16):
@@ -95,6 +101,44 @@ def _check_declared(ctype: str, value: Any, what: str) -> None:
         lo, hi = INT_RANGES[dtype]
         if not lo <= int(value) <= hi:
             raise DispatchError(f"{what}: {int(value)} does not fit in {ctype} ({dtype})")
+
+
+def _lane_bits(dtype: str, value: Any, what: str) -> int:
+    if dtype == BFLOAT16:
+        return bfloat16_bits(value, what)
+    if isinstance(value, np.float16):
+        return int(value.view(np.uint16))
+    return float16_bits(to_narrow_float(value, 16, what))
+
+
+def _half_bytes(ctype: str, size: int, value: Any, what: str) -> Optional[bytes]:
+    """The bytes of a by-value `__half`, `__nv_bfloat16`, `__half2` or `__nv_bfloat162` given
+    as numbers; None for other declared types, and for bytes / a numpy scalar of the size (as
+    any struct takes them)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return None
+    value = unwrap_0d(value)
+    scalar, pair = c_scalar_dtype(ctype), c_pair_dtype(ctype)
+    if scalar in ("float16", BFLOAT16) and size == 2:
+        if isinstance(value, np.void):
+            return None  # raw bytes: passed as they are
+        if isinstance(value, np.integer):
+            raise DispatchError(
+                f"{what}: expected a number for {ctype}, got {describe_value(value)}; pass the "
+                f"16 bits as bytes to reinterpret them"
+            )
+        return _lane_bits(scalar, value, what).to_bytes(2, "little")
+    if pair is not None and size == 4:
+        lanes = list(value) if isinstance(value, (tuple, list, np.ndarray)) else None
+        if lanes is None or len(lanes) != 2:
+            raise DispatchError(
+                f"{what}: {ctype} takes a pair of numbers (x, y), got {describe_value(value)}"
+            )
+        return b"".join(
+            _lane_bits(pair, v, f"{what} lane {i}").to_bytes(2, "little")
+            for i, v in enumerate(lanes)
+        )
+    return None
 
 
 def _struct_bytes(pt: ParamType, ptext: str, value: Any, what: str) -> bytes:

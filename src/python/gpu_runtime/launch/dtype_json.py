@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from gpu_runtime.launch.scalars import BFLOAT16, is_bfloat16
 from gpu_spec.dtypes import DtypeJSON, describe_dtype, is_record, same_dtype
 
 __all__ = ["dtype_to_json", "dtype_fits", "describe_np_dtype"]
@@ -72,6 +73,12 @@ def dtype_fits(want: Any, got: np.dtype) -> Optional[str]:
         return None
     if got.fields is not None:
         return f"record dtype {describe_np_dtype(got)}, not {want}"
+    if want == BFLOAT16:
+        # ml_dtypes' bfloat16, or 2 opaque bytes: the array interface spells bfloat16 "<V2"
+        # (numba's and CuPy's device arrays of it too), as it spells records "|V16"
+        if is_bfloat16(got) or (got.kind == "V" and got.itemsize == 2):
+            return None
+        return f"dtype {got}, not bfloat16"
     try:
         expected = _scalar_dtype(str(want))
     except TypeError:

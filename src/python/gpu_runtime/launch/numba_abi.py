@@ -3,11 +3,11 @@
 Each array argument becomes 5 + 2*ndim 8-byte parameters
     meminfo (=0), parent (=0), nitems, itemsize, data pointer, shape[ndim], strides[ndim]
 (strides in bytes; C-order strides computed when the array interface gives none). Scalars are
-passed by value in the signature's type: int8..uint64 and float32/float64 as such, float16 as
-its 16 bits, bool as one byte, complex64/complex128 as two parameters (real, imag) of
-float32/float64, datetime64/timedelta64 as int64. An array of records (a numpy structured
-dtype, e.g. numba.cuda.random's xoroshiro128p states) is packed like any array, its itemsize
-the record's.
+passed by value in the signature's type: int8..uint64 and float32/float64 as such, float16 and
+bfloat16 as their 16 bits (`scalars.bfloat16_bits`), bool as one byte, complex64/complex128 as
+two parameters (real, imag) of float32/float64, datetime64/timedelta64 as int64. An array of
+records (a numpy structured dtype, e.g. numba.cuda.random's xoroshiro128p states) is packed like
+any array, its itemsize the record's.
 A raw pointer (`CPointer(T)`, `voidptr`) is one 8-byte parameter, the address: numba passes the
 integer it is given; here a device array (its data pointer), a buffer with `.handle`/`.ptr`, or
 a Python/numpy integer.
@@ -32,7 +32,9 @@ from gpu_runtime.launch.c_abi import device_pointer
 from gpu_runtime.launch.dtype_json import describe_np_dtype, dtype_fits
 from gpu_runtime.launch.params import PackedArgs, PackedValue, build_image, parse_param_type
 from gpu_runtime.launch.scalars import (
+    BFLOAT16,
     INT_RANGES,
+    bfloat16_bits,
     float16_bits,
     scalar_dtype,
     to_complex,
@@ -46,6 +48,8 @@ from gpu_spec.manifest.model import ArgSpec, KernelSpec
 def numba_scalar_values(dtype_name: str, value: Any, what: str) -> List[PackedValue]:
     """The PTX-typed values numba passes for one scalar argument."""
     value = unwrap_0d(value)
+    if dtype_name == BFLOAT16:
+        return [("u16", bfloat16_bits(value, what))]
     dt = scalar_dtype(dtype_name)
     if dt.kind == "b":
         if not isinstance(value, (bool, np.bool_, int, np.integer)):

@@ -25,8 +25,17 @@ _REALS = (bool, np.bool_, int, float, np.integer, np.floating)
 _NUMBERS = _REALS + (complex, np.complexfloating)
 
 
+# numpy has no bfloat16: ml_dtypes' (when the app has it) is a 2-byte dtype of kind "V" named
+# "bfloat16"; without it the signature's "bfloat16" stands for 2 opaque bytes, packed as bits.
+BFLOAT16 = "bfloat16"
+_BFLOAT16_MAX = 3.3895313892515355e38  # (2 - 2**-7) * 2**127
+
+
 def scalar_dtype(name: str) -> np.dtype:
-    """The numpy dtype of a signature's scalar type name ("bool" and numba's "boolean" too)."""
+    """The numpy dtype of a signature's scalar type name ("bool" and numba's "boolean" too;
+    "bfloat16" as 2 opaque bytes, see `bfloat16_bits`)."""
+    if name == BFLOAT16:
+        return np.dtype((np.void, 2))
     try:
         return np.dtype("bool" if name in ("bool", "boolean", "bool_") else name)
     except TypeError:
@@ -81,6 +90,35 @@ def float16_bits(value: float) -> int:
     is already in range (`to_narrow_float`)."""
     with np.errstate(over="ignore"):
         return int(np.array(value, dtype=np.float16).view(np.uint16))
+
+
+def is_bfloat16(dt: np.dtype) -> bool:
+    """ml_dtypes' bfloat16 (found by name and size: ml_dtypes need not be importable here)."""
+    return dt.name == BFLOAT16 and dt.itemsize == 2 and dt.fields is None
+
+
+def bfloat16_bits(value: Any, what: str) -> int:
+    """The 16 bits of `value` as bfloat16, rounded to nearest even from float32 as CUDA's
+    `__float2bfloat16` and ml_dtypes round. An ml_dtypes bfloat16 scalar passes its own bits; a
+    finite value beyond bfloat16's range is refused (as for float16); nan and inf pass."""
+    if isinstance(value, np.generic) and is_bfloat16(value.dtype):
+        return int(np.frombuffer(value.tobytes(), np.uint16)[0])
+    f = to_float(value, what)
+    sign = 0x8000 if math.copysign(1.0, f) < 0 else 0
+    if math.isnan(f):
+        return 0x7FC0 | sign
+    if math.isinf(f):
+        return 0x7F80 | sign
+    with np.errstate(over="ignore"):
+        single = np.array(f, dtype=np.float32)
+    bits = int(single.view(np.uint32))
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    if (rounded & 0x7FFF) >= 0x7F80:  # beyond float32, or rounded up to inf
+        raise DispatchError(
+            f"{what}: {f!r} does not fit bfloat16 (largest finite value {_BFLOAT16_MAX:g}); "
+            f"pass a smaller value, or inf explicitly"
+        )
+    return rounded
 
 
 def unwrap_0d(value: Any) -> Any:

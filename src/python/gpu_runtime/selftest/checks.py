@@ -67,8 +67,10 @@ def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> Tupl
     if np.issubdtype(want.dtype, np.integer):
         bad = int(np.count_nonzero(got != want))
         return bad == 0, f"{bad} elements differ"
-    ok = np.allclose(got, want, rtol=rtol, atol=atol)
-    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    # in float64: also for dtypes numpy has no arithmetic of its own for (ml_dtypes' bfloat16)
+    wide_got, wide_want = got.astype(np.float64), want.astype(np.float64)
+    ok = np.allclose(wide_got, wide_want, rtol=rtol, atol=atol)
+    diff = np.abs(wide_got - wide_want)
     err = float(np.max(diff)) if want.size else 0.0
     return ok, f"max abs err {err:.3g}"
 
