@@ -57,8 +57,23 @@ from gpu_build_testutil.pants_harness import (
 )
 
 APP = "src/python/imaging"
-KERNEL_SOURCES = ("saxpy.py", "blur.py", "histogram.py", "sobel.cu", "matmul.cu")
 KERNEL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")  # src/python/imaging/kernels/BUILD
+# source -> the capabilities its gpu_kernel lists (bfloat16 needs sm_80+)
+KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
+    **{
+        source: KERNEL_CAPABILITIES
+        for source in (
+            "saxpy.py",
+            "blur.py",
+            "histogram.py",
+            "sobel.cu",
+            "matmul.cu",
+            "half_stats.cu",
+            "haxpy.py",
+        )
+    },
+    "bf16_axpy.py": KERNEL_CAPABILITIES[1:],
+}
 EXIT_GPU_ERROR = 2  # src/python/imaging/app.py: gpu_runtime could not run
 
 # The aarch64 bundle: the Orin's kernels and toolchain (sm_87, cuda12, driver 12.6), built for
@@ -220,8 +235,8 @@ def test_one_process_per_source_and_toolchain(bundles: Bundles) -> None:
         (c.source, c.capabilities, c.toolchain) for c in bundles.run.logged_compiles()
     )
     assert processes == sorted(
-        (f"{APP}/kernels/{source}", KERNEL_CAPABILITIES, toolchain)
-        for source in KERNEL_SOURCES
+        (f"{APP}/kernels/{source}", capabilities, toolchain)
+        for source, capabilities in KERNEL_SOURCES.items()
         for toolchain in ("cuda12", "cuda13")
     ), bundles.run.stderr[-4000:]
 
@@ -237,6 +252,7 @@ def test_h200_bundle_has_no_compiler(bundles: Bundles) -> None:
         "cryptography",
         "cuda_bindings",
         "cuda_pathfinder",
+        "ml_dtypes",
         "numpy",
         "pycparser",
     ], wheels
