@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Tuple
 from unittest import mock
@@ -38,6 +39,9 @@ def _low(path):
                               s.f_ffree, s.f_favail, s.f_flag, s.f_namemax))
 os.statvfs = _low
 """
+
+
+DEPLOY_TIMEOUT_S = 120  # a good deploy here takes 1-2 s; a hung one is a finding, not a hung suite
 
 
 class Finding(Exception):
@@ -71,32 +75,52 @@ class Device:
             argv += ["--ssh-option", option]
         return argv
 
-    def deploy(self, bundle: Path, dest: Path, python: str = "") -> Tuple[int, str, str]:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "gpu_build.scripts.deploy_tool",
-                *self.argv(bundle, dest, python),
-            ],
+    def command(self, bundle: Path, dest: Path, python: str = "", *extra: str) -> List[str]:
+        return [
+            sys.executable,
+            "-m",
+            "gpu_build.scripts.deploy_tool",
+            *self.argv(bundle, dest, python),
+            *extra,
+        ]
+
+    def start(self, bundle: Path, dest: Path, *extra: str) -> "subprocess.Popen[str]":
+        """A deploy running in the background (stdout and stderr to pipes, read at its end)."""
+        return subprocess.Popen(
+            self.command(bundle, dest, "", *extra),
             env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
+
+    def deploy(
+        self, bundle: Path, dest: Path, python: str = "", *extra: str
+    ) -> Tuple[int, str, str]:
+        try:
+            proc = subprocess.run(
+                self.command(bundle, dest, python, *extra),
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                capture_output=True,
+                text=True,
+                timeout=DEPLOY_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise Finding(f"the deploy hung (killed after {DEPLOY_TIMEOUT_S} s)") from None
         if "Traceback" in proc.stderr:
             raise Finding(f"traceback: {proc.stderr.strip().splitlines()[-1]}")
         return proc.returncode, proc.stdout, proc.stderr
 
-    def ok(self, bundle: Path, dest: Path, python: str = "") -> str:
-        rc, out, err = self.deploy(bundle, dest, python)
+    def ok(self, bundle: Path, dest: Path, python: str = "", *extra: str) -> str:
+        rc, out, err = self.deploy(bundle, dest, python, *extra)
         if rc != 0:
             raise Finding(f"a good deploy failed: {err.strip()}")
         if tree(dest / "current") != tree(bundle):
             raise Finding("`current` does not hold the bundle")
         return out + err
 
-    def refusal(self, bundle: Path, dest: Path, python: str = "") -> str:
-        rc, _, err = self.deploy(bundle, dest, python)
+    def refusal(self, bundle: Path, dest: Path, python: str = "", *extra: str) -> str:
+        rc, _, err = self.deploy(bundle, dest, python, *extra)
         if rc == 0:
             raise Finding("deployed")
         return failure_line(err)
@@ -395,6 +419,214 @@ def probe_trust_device_side(dev: Device) -> str:
     return refused(failure_line(err.getvalue()))
 
 
+LEDGER = ".deploy-releases.json"
+
+
+def probe_damaged_ledger(dev: Device) -> str:
+    """The ledger is data: no entry of it may name anything but a release of this tool."""
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    edit(bundle, "saxpy")
+    dev.ok(bundle, dest)  # a `current` and a `previous`
+    good = (dest / LEDGER).read_text()
+    outside = dev.root / "outside-of-every-destination"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    (dest / "x").mkdir()
+    (dest / "x" / "keep.txt").write_text("x")
+    names = ["", ".", "..", "../x", "../../x", str(outside), "a/b", "releases", "x\\0"]
+    ledgers = [json.dumps({"releases": [name]}) for name in names] + [
+        "not json {",
+        json.dumps(["20261202T000000Z-0123456789ab"]),
+        json.dumps({"releases": "20261202T000000Z-0123456789ab"}),
+        json.dumps({"releases": [1]}),
+        json.dumps({"releases": ["20261202T000000Z-0123456789ab"] * 100_000}),  # 3 MB
+        "[" * 100_000 + "]" * 100_000,  # deeper than json's recursion limit
+    ]
+    edit(bundle, "sobel")
+    lines = []
+    for text in ledgers:
+        (dest / LEDGER).write_text(text)
+        before = snapshot(dest)
+        lines.append(dev.refusal(bundle, dest))
+        unchanged(before, dest, f"a deploy past the ledger {text[:40]!r}")
+        if not (outside / "keep.txt").is_file():
+            raise Finding(f"the ledger {text[:40]!r} removed a directory outside the destination")
+        if LEDGER not in lines[-1] or "is damaged" not in lines[-1]:
+            raise Finding(f"the damaged ledger {text[:40]!r} was not named: {lines[-1]}")
+    (dest / LEDGER).write_text(good)
+    dev.ok(bundle, dest)  # mended, deploys go on
+    return refused(lines[0])
+
+
+def bundle_of(root: Path, app_size: int) -> Path:
+    return make_bundle(root, app_size=app_size)
+
+
+def wait_for_sending(dest: Path, proc: "subprocess.Popen[str]") -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list((dest / "releases").glob("*.partial/app.pex"))
+        if found and found[0].stat().st_size > 0:
+            return
+        time.sleep(0.05)
+    raise Finding("the first deploy never started sending app.pex")
+
+
+def finished(proc: "subprocess.Popen[str]", what: str) -> str:
+    try:
+        out, err = proc.communicate(timeout=DEPLOY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise Finding(f"{what} hung") from None
+    if proc.returncode != 0 or "Traceback" in err:
+        raise Finding(f"{what} failed: {err.strip()[-300:]!r}")
+    return out + err
+
+
+SLOW = ("--limit-kbps", "8000")  # a 2 MiB app.pex takes about 2 s to send
+
+
+def probe_concurrent_deploys(dev: Device) -> str:
+    """Two deploys to one destination at once: the second waits for the first (or refuses,
+    naming it); neither removes what the other staged."""
+    root = dev.root / "concurrent"
+    a = bundle_of(root / "a", 2 * 1024 * 1024)
+    b = bundle_of(root / "b", 2 * 1024 * 1024)
+    dest = root / "device" / "app"
+    first = dev.start(a, dest, *SLOW)
+    wait_for_sending(dest, first)
+    second = dev.start(b, dest)
+    finished(first, "the first of two deploys at once")
+    finished(second, "the second of two deploys at once")
+    if tree(dest / "current") != tree(b) or tree(dest / "previous") != tree(a):
+        raise Finding("two deploys at once did not end as one after the other")
+    # the same bundle twice at once: one deploys it, the other finds it there
+    edit(a, "saxpy", app_size=2 * 1024 * 1024)
+    first = dev.start(a, dest, *SLOW)
+    wait_for_sending(dest, first)
+    second = dev.start(a, dest)
+    outs = [finished(first, "a deploy"), finished(second, "the same deploy at once")]
+    if tree(dest / "current") != tree(a) or tree(dest / "previous") != tree(b):
+        raise Finding(f"the same bundle deployed twice at once lost `previous`: {outs}")
+    if not any("already holds this bundle" in out for out in outs):
+        raise Finding(f"neither deploy said the second had nothing to do: {outs}")
+    # and one that will not wait long enough is refused, naming the deploy that holds the lock
+    edit(a, "sobel", app_size=2 * 1024 * 1024)
+    first = dev.start(a, dest, *SLOW)
+    wait_for_sending(dest, first)
+    line = dev.refusal(b, dest, "", "--lock-wait", "0")
+    finished(first, "the deploy that held the lock")
+    if "another deploy" not in line or f"pid {first.pid}" not in line:
+        raise Finding(f"the refusal does not name the deploy holding the lock: {line}")
+    if tree(dest / "current") != tree(a):
+        raise Finding("a refused deploy changed `current`")
+    return refused(line)
+
+
+def probe_identical_redeploy(dev: Device) -> str:
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    first = os.readlink(dest / "current")
+    edit(bundle, "saxpy")
+    dev.ok(bundle, dest)
+    second = os.readlink(dest / "current")
+    before = snapshot(dest)
+    out = dev.ok(bundle, dest)
+    unchanged(before, dest, "redeploying the bundle `current` holds")
+    if os.readlink(dest / "previous") != first or os.readlink(dest / "current") != second:
+        raise Finding("redeploying the bundle `current` holds moved `previous`")
+    line = next((x for x in out.splitlines() if "already holds this bundle" in x), "")
+    if not line:
+        raise Finding(f"an identical redeploy was not called a no-op: {out!r}")
+    return held(f"`previous` kept; {line[:110]}...")
+
+
+def probe_local_manifest_not_json(dev: Device) -> str:
+    bundle, dest = dev.fresh()
+    (bundle / "cache" / "manifest.json").write_text("{ not json")
+    line = dev.refusal(bundle, dest)
+    if "manifest.json" not in line or "not JSON" not in line or dest.parent.exists():
+        raise Finding(f"unclear refusal, or the device was written: {line}")
+    return refused(line)
+
+
+def probe_local_special_files(dev: Device) -> str:
+    """A FIFO (open() would block) or a symlink (open() would follow it) in the local bundle."""
+    secret = dev.root / "secret.txt"
+    secret.write_text("not part of any bundle\n")
+    lines = []
+    for name, make, must in (
+        ("fifo", lambda p: os.mkfifo(p), "not a regular file"),
+        ("link", lambda p: os.symlink(secret, p), "is a symlink"),
+        ("linked-dir", lambda p: os.symlink(dev.root, p), "is a symlink"),
+    ):
+        bundle, dest = dev.fresh()
+        make(bundle / "cache" / name)
+        lines.append(dev.refusal(bundle, dest))
+        if f"cache/{name}" not in lines[-1] or must not in lines[-1] or dest.parent.exists():
+            raise Finding(f"unclear refusal of a {name}, or the device was written: {lines[-1]}")
+    return refused(lines[0])
+
+
+def probe_destination_with_quote(dev: Device) -> str:
+    lines = []
+    for odd in ('a"b', "a\\b", "a*b"):
+        bundle, dest = dev.fresh()
+        dest = dest.parent / odd / "app"
+        lines.append(dev.refusal(bundle, dest))
+        if "destination" not in lines[-1] or "not allowed" not in lines[-1]:
+            raise Finding(f"unclear refusal: {lines[-1]}")
+        if dest.parent.parent.exists():
+            raise Finding(f"a refused destination {odd!r} was written: {lines[-1]}")
+    return refused(lines[0])
+
+
+LAUNCHER = """#!/bin/sh
+# a bundle launcher (knows GPU_BUNDLE_PREPARE_ONLY); this one fails to prepare
+if [ "${GPU_BUNDLE_PREPARE_ONLY:-}" = 1 ]; then
+    i=0
+    while [ $i -lt 1000 ]; do echo "  unpacking wheel $i"; i=$((i + 1)); done
+    echo "%(cause)s" >&2
+    echo "  ... 913 more ..."
+    exit %(status)d
+fi
+"""
+
+
+def with_launcher(bundle: Path, cause: str, status: int) -> None:
+    launcher = bundle / "app"
+    launcher.write_text(LAUNCHER % {"cause": cause, "status": status})
+    launcher.chmod(0o755)
+    path = bundle / "cache" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["bundle_files"]["app"] = hashlib.sha256(launcher.read_bytes()).hexdigest()
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+
+
+def probe_prepare_fails(dev: Device) -> str:
+    """The cause of a failed prepare in one line; a launcher that refuses its app.pex (exit 2,
+    the bundle is damaged) is not switched to."""
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    edit(bundle, "saxpy")
+    tampered = "error: app.pex has sha256 0123, not 4567 as this bundle was built: it is damaged"
+    with_launcher(bundle, tampered, 2)
+    before = snapshot(dest)
+    line = dev.refusal(bundle, dest)
+    unchanged(before, dest, "a release whose launcher refuses its app.pex")
+    if "has sha256 0123" not in line or "913 more" in line or "not switched" not in line:
+        raise Finding(f"the launcher's refusal was not reported as the cause: {line}")
+    cause = "OSError: [Errno 28] No space left on device: '/home/gpu/.pex/venvs'"
+    with_launcher(bundle, cause, 1)
+    out = dev.ok(bundle, dest)  # any other failure to prepare: a warning, as before
+    warning = next((x for x in out.splitlines() if "could not prepare" in x), "")
+    if cause not in warning or "913 more" in warning:
+        raise Finding(f"the cause of a failed prepare was not named: {warning or out!r}")
+    return refused(line)
+
+
 PROBES: List[Tuple[str, Callable[[Device], str]]] = [
     ("first deploy, user files in releases/", probe_user_files_in_releases),
     ("file of current damaged on the device", probe_corrupted_current_file),
@@ -405,6 +637,13 @@ PROBES: List[Tuple[str, Callable[[Device], str]]] = [
     ("remote interpreter missing", probe_missing_interpreter),
     ("release the device's keys refuse", probe_trust),
     ("unsigned release, device-side check", probe_trust_device_side),
+    ("damaged or hostile release ledger", probe_damaged_ledger),
+    ("two deploys to one destination at once", probe_concurrent_deploys),
+    ("identical bundle redeployed", probe_identical_redeploy),
+    ("local manifest not JSON", probe_local_manifest_not_json),
+    ("FIFO or symlink in the local bundle", probe_local_special_files),
+    ("destination with a quote or glob", probe_destination_with_quote),
+    ("launcher refuses/fails its prepare", probe_prepare_fails),
 ]
 
 

@@ -1,9 +1,13 @@
 """`pants experimental-deploy` on a `deploy_bundle`: ship only what changed, switch atomically.
 
 Runs in the deploy process (standard library, the `ssh` and `sftp` binaries); the device needs
-an OpenSSH server with sftp and `python3`. Steps, each one remote call:
+an OpenSSH server with sftp and `python3` (3.8 or newer). Steps, each one remote call, all while
+one more ssh session holds the destination's deploy lock (`<path>/.deploy.lock`: one deploy at a
+time per destination; another one waits `--lock-wait` seconds, then refuses naming this one):
 
-1. read the device's current manifest (`<path>/current/cache/manifest.json`);
+1. read the device's current manifest (`<path>/current/cache/manifest.json`); if `current`
+   already holds this very bundle (every file, by sha256), stop there: nothing is sent or
+   switched, and `previous` stays the real rollback target;
 2. compare sha256: a file of the new bundle whose content the current release already holds (by
    hash, under any name) is copied there on the device; every other file is sent;
 3. stage `<path>/releases/<id>.partial/` (the copies), send the rest with one sftp batch;
@@ -18,15 +22,20 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
+import shlex
+import socket
+import stat
 import subprocess
 import sys
 import time
 import zlib
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH, bundle_file_digests
 from gpu_spec.signature import (
@@ -39,6 +48,12 @@ from gpu_spec.signature import (
 )
 
 DESTINATION_RE = re.compile(r"^(?:(?P<user>[^@:/\s]+)@)?(?P<host>[^@:/\s]+):(?P<path>/\S*)$")
+# What sftp's batch language cannot carry in a quoted path: `"` and `\` have a meaning there,
+# and `*?[]` glob the local path of a `put` (matching other files, or none); control characters
+# end the line. Such a path would be cut after the deploy had made directories, so a destination
+# or a bundle file name with one is refused before anything is created.
+SFTP_UNSAFE = frozenset('"\\*?[]' + "".join(map(chr, range(32))) + "\x7f")
+LOCK_WAIT_S = 600  # a deploy of a 279 MiB toolchain PEX over a slow link, then its prepare
 REMOTE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "remote_release.py")
 
 
@@ -52,19 +67,87 @@ def parse_destination(text: str) -> Tuple[str, str]:
     if not m:
         raise DeployError(f"destination {text!r} is not `user@host:/absolute/path`")
     user = m.group("user")
-    return (f"{user}@{m.group('host')}" if user else m.group("host")), m.group("path").rstrip("/")
+    path = m.group("path").rstrip("/")
+    odd = unsafe_chars(path)
+    if odd:
+        raise DeployError(
+            f"destination {text!r}: {odd} not allowed in a destination path (sftp's batch "
+            'language would cut it there): choose a path without `"`, `\\`, `*?[]`'
+        )
+    return (f"{user}@{m.group('host')}" if user else m.group("host")), path
+
+
+def unsafe_chars(path: str) -> str:
+    """The characters of `path` that an sftp batch line cannot carry as they are, named."""
+    return ", ".join(repr(c) for c in sorted(set(path) & SFTP_UNSAFE))
+
+
+def release_id(manifest_sha: str) -> str:
+    """`<UTC time>-<12 hex of the manifest's sha256>`: remote_release.RELEASE_RE's form, the only
+    names under `releases/` a deploy ever removes."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + manifest_sha[:12]
+
+
+def _sha256_regular(path: str, rel: str) -> Tuple[str, int]:
+    """(sha256, size) of a regular file, opened so that nothing else is read: O_NOFOLLOW (a
+    symlink is refused, not followed to what it names), O_NONBLOCK (a FIFO does not hang the
+    deploy), then fstat: S_ISREG only."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DeployError(
+                f"{rel} in the bundle is a symlink: a deploy sends regular files only; "
+                "replace it with the file itself, or remove it, and deploy again"
+            ) from None
+        raise DeployError(f"cannot read {rel} of the bundle: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise DeployError(
+                f"{rel} in the bundle is a {describe_mode(mode)}, not a regular file: a deploy "
+                "sends regular files only; remove it and deploy again"
+            )
+        h, size = hashlib.sha256(), 0
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest(), size
+
+
+def describe_mode(mode: int) -> str:
+    for test, what in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "directory"),
+    ):
+        if test(mode):
+            return what
+    return f"special file (mode {mode:o})"
 
 
 def local_files(bundle: str) -> Dict[str, Tuple[str, int]]:
-    """{path relative to the bundle: (sha256, size)} of every file of the bundle directory."""
+    """{path relative to the bundle: (sha256, size)} of every file of the bundle directory:
+    regular files only (a symlink, to a file or a directory, a FIFO or a device is refused,
+    naming it), with names sftp's batch language carries as they are."""
     out = {}
-    for dirpath, _, names in os.walk(bundle):
-        for name in names:
+    for dirpath, dirnames, names in os.walk(bundle):
+        for name in sorted(dirnames) + sorted(names):
             path = os.path.join(dirpath, name)
-            with open(path, "rb") as f:
-                data = f.read()
             rel = os.path.relpath(path, bundle).replace(os.sep, "/")
-            out[rel] = (hashlib.sha256(data).hexdigest(), len(data))
+            odd = unsafe_chars(rel)
+            if odd:
+                raise DeployError(
+                    f"{rel} in the bundle: {odd} not allowed in a deployed file's name (sftp's "
+                    "batch language would cut it): rename it and deploy again"
+                )
+            if name in dirnames:
+                if os.path.islink(path):  # os.walk lists it, and would not go in
+                    _sha256_regular(path, rel)  # refuses it, naming it
+                continue
+            out[rel] = _sha256_regular(path, rel)
     return dict(sorted(out.items()))
 
 
@@ -77,8 +160,21 @@ def check_local(bundle: str, files: Dict[str, Tuple[str, int]]) -> None:
     """The bundle to send must be whole: every file its manifest lists, with that sha256."""
     if MANIFEST_PATH not in files:
         raise DeployError(f"the bundle has no {MANIFEST_PATH}")
-    with open(os.path.join(bundle, *MANIFEST_PATH.split("/"))) as f:
-        listed = listed_digests(f.read())
+    path = os.path.join(bundle, *MANIFEST_PATH.split("/"))
+    try:
+        with open(path, "rb") as f:
+            listed = listed_digests(f.read().decode())
+    except RecursionError:
+        raise DeployError(
+            f"{path} is nested too deep to be a manifest: re-run `pants package`"
+        ) from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        why = " ".join(str(e).split())
+        raise DeployError(f"{path} is not JSON ({why}): re-run `pants package`") from None
+    except (AttributeError, TypeError) as e:
+        raise DeployError(
+            f"{path} is not a bundle manifest ({e}): re-run `pants package`"
+        ) from None
     bad = [p for p, sha in listed.items() if files.get(p, ("", 0))[0] != sha]
     if bad:
         raise DeployError(f"the bundle does not match its manifest: {', '.join(bad)}")
@@ -88,8 +184,8 @@ def check_local(bundle: str, files: Dict[str, Tuple[str, int]]) -> None:
 # memory, then one request. It parses on any Python, so that an old interpreter gets a clear line.
 RUNNER = """
 import sys, json
-if sys.version_info < (3, 7):
-    sys.stdout.write(json.dumps({"error": "python %%s on the device is too old (3.7 or newer "
+if sys.version_info < (3, 8):
+    sys.stdout.write(json.dumps({"error": "python %%s on the device is too old (3.8 or newer "
         "needed): point `[gpu-bundle-deploy].remote_python` at a newer interpreter there"
         %% sys.version.split()[0]}) + "\\n")
     raise SystemExit(0)
@@ -113,6 +209,9 @@ except Exception as e:
     sys.stdout.write(json.dumps({"error": "the device step crashed (%%s): this is a bug of the "
         "deploy tool; report it with this line" %% why}) + "\\n")
 """
+
+# What ssh runs for a step that keeps stdin open (the lock): its program on the first line.
+READ_PROGRAM = "import sys; exec(sys.stdin.read(int(sys.stdin.readline())))"
 
 MISSING_PYTHON_FIX = (
     "install Python 3 there, or point `[gpu-bundle-deploy].remote_python` "
@@ -163,39 +262,85 @@ class Remote:
         blob = json.dumps(remote_sources()).encode()
         self.sources = base64.b64encode(zlib.compress(blob, 9)).decode()
 
+    def program(self, command: str, request: dict) -> str:
+        req = json.dumps(dict(request, command=command, base=self.base))
+        return RUNNER % {"sources": self.sources, "request": req}
+
     def call(self, command: str, **request) -> dict:
         """The device step's answer; a DeployError of one line if it failed, for any reason."""
-        req = json.dumps(dict(request, command=command, base=self.base))
-        code = RUNNER % {"sources": self.sources, "request": req}
         proc = subprocess.run(
             [*self.ssh, self.python, "-"],
-            input=code.encode(),
+            input=self.program(command, request).encode(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        why = last_line(proc.stderr)
-        if proc.returncode == 255:
+        return self.answer(command, proc.returncode, proc.stdout, proc.stderr)
+
+    @contextlib.contextmanager
+    def lock(self, wait: float) -> Iterator[None]:
+        """The destination's deploy lock (remote_release.lock), held by one ssh session for as
+        long as the block runs: its program reads itself from the first line of stdin (`python
+        -` would read stdin to its end first), then holds the lock until stdin is closed here.
+        If this process dies, ssh's session ends and the device lets the lock go."""
+        code = self.program(
+            "lock", {"wait": wait, "tool_pid": os.getpid(), "tool_host": socket.gethostname()}
+        )
+        proc = subprocess.Popen(
+            [*self.ssh, self.python, "-c", shlex.quote(READ_PROGRAM)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(f"{len(code)}\n{code}".encode())
+            proc.stdin.flush()
+            first = proc.stdout.readline()
+            if not first.strip():  # no answer: it ended; why, as for any other step
+                _, err = proc.communicate()
+                self.answer("lock", proc.returncode, first, err)
+            self.answer("lock", 0, first, b"")
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the device removes the lock file and lets go
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            if proc.stderr:
+                proc.stderr.close()
+
+    def answer(self, command: str, returncode: int, stdout: bytes, stderr: bytes) -> dict:
+        """The JSON answer of a device step's output, or a DeployError of one line saying why
+        there is none."""
+        why = last_line(stderr)
+        if returncode == 255:
             raise DeployError(
                 f"ssh to {self.host} (port {self.port}) failed: {why}: check the destination, "
                 "and `port`, `identity_file` and `ssh_options` of [gpu-bundle-deploy]"
             )
-        if proc.returncode in (126, 127):
-            what = "is not on the device" if proc.returncode == 127 else "cannot run there"
+        if returncode in (126, 127):
+            what = "is not on the device" if returncode == 127 else "cannot run there"
             raise DeployError(
-                f"the interpreter `{self.python}` {what} (exit {proc.returncode}: {why}): "
+                f"the interpreter `{self.python}` {what} (exit {returncode}: {why}): "
                 + MISSING_PYTHON_FIX
             )
         try:
-            answer = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+            answer = json.loads(stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise DeployError(
-                f"`{command}` on {self.host} gave no answer (exit {proc.returncode}: {why}): "
+                f"`{command}` on {self.host} gave no answer (exit {returncode}: {why}): "
                 f"check that `{self.python}` there is Python 3; " + MISSING_PYTHON_FIX
             ) from None
         if not isinstance(answer, dict):
             raise DeployError(f"`{command}` on {self.host} answered {answer!r}")
         if "error" in answer:
             raise DeployError(str(answer["error"]))
+        if command == "lock" and "locked" not in answer:
+            raise DeployError(f"`lock` on {self.host} answered {answer!r}")
         return answer
 
     def put(self, local_root: str, remote_root: str, paths: List[str]) -> None:
@@ -270,10 +415,24 @@ def warn(text: str) -> None:
 
 
 def deploy(args: argparse.Namespace) -> int:
+    odd = unsafe_chars(os.path.abspath(args.bundle))
+    if odd:
+        raise DeployError(
+            f"the bundle's path: {odd} not allowed there (sftp's batch language would cut it): "
+            "move the bundle"
+        )
     files = local_files(args.bundle)
     check_local(args.bundle, files)
     remote = Remote(args)
-    state = remote.call("state")
+    with remote.lock(args.lock_wait):
+        return deploy_locked(args, remote, files)
+
+
+def deploy_locked(
+    args: argparse.Namespace, remote: Remote, files: Dict[str, Tuple[str, int]]
+) -> int:
+    """The deploy, while this tool holds the destination's lock (no other deploy runs there)."""
+    state = remote.call("state", files={p: s for p, (s, _) in files.items()})
     where = f"{remote.host}:{remote.base}"
     if state["foreign"]:
         warn(
@@ -283,6 +442,14 @@ def deploy(args: argparse.Namespace) -> int:
     refusal = trust_refusal(args.bundle, state["keys"])
     if refusal:
         raise DeployError(f"{refusal}; nothing was sent, `current` is unchanged")
+    if state["same"]:
+        print(
+            f"Nothing to deploy: {where}/current ({state['current']}) already holds this bundle "
+            f"(all {len(files)} files, sha256 checked on the device); nothing sent, nothing "
+            f"switched; previous: {state['previous'] or 'none'} (kept)",
+            flush=True,
+        )
+        return 0
     needed = needed_bytes(files, state["block"])
     if state["free"] < needed:
         raise DeployError(
@@ -295,7 +462,7 @@ def deploy(args: argparse.Namespace) -> int:
         warn(problem)
     copies, send = plan(files, current)
     manifest_sha = files[MANIFEST_PATH][0]
-    release = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + manifest_sha[:12]
+    release = release_id(manifest_sha)
     dirs = sorted({os.path.dirname(p) for p in files if "/" in p})
     staged = remote.call("stage", release=release, dirs=dirs, copies=copies, needed=needed)
     try:
@@ -365,6 +532,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--ssh-option", action="append", default=[], help="an ssh -o option")
     p.add_argument("--remote-python", default="python3")
     p.add_argument("--limit-kbps", type=int, default=0, help="sftp bandwidth limit, Kbit/s")
+    p.add_argument(
+        "--lock-wait",
+        type=float,
+        default=LOCK_WAIT_S,
+        help="seconds to wait for another deploy to the destination to finish",
+    )
     p.add_argument("--ssh", default="ssh")
     p.add_argument("--sftp", default="sftp")
     args = p.parse_args(argv)

@@ -194,3 +194,28 @@ def test_destination_must_be_user_host_path():
     assert parse_destination("jetson@10.0.0.5:/opt/app/") == ("jetson@10.0.0.5", "/opt/app")
     with pytest.raises(DeployError, match="user@host:/absolute/path"):
         parse_destination("host:relative/path")
+    for odd in ('a"b', "a\\b", "a*b", "a[1]"):  # sftp's batch language would cut these
+        with pytest.raises(DeployError, match="not allowed in a destination path"):
+            parse_destination(f"host:/opt/{odd}")
+
+
+def test_the_ledger_is_data_not_paths(tmp_path):
+    from gpu_build.scripts.remote_release import LEDGER, ReleaseError, read_ledger
+
+    good = ["20261202T150452Z-62ab0123cdef", "20261202T150452Z-62ab0123cdef.partial"]
+    (tmp_path / LEDGER).write_text(json.dumps({"releases": good}))
+    assert read_ledger(str(tmp_path)) == good
+    for name in ("", ".", "..", "../x", "/etc", "a/b", good[0] + "\n", good[0] + "/..", 7):
+        (tmp_path / LEDGER).write_text(json.dumps({"releases": [good[0], name]}))
+        with pytest.raises(ReleaseError, match=f"{LEDGER}.*is damaged.*move it away"):
+            read_ledger(str(tmp_path))
+
+
+def test_a_failed_prepare_is_named_by_its_cause():
+    from gpu_build.scripts.remote_release import cause
+
+    out = b'  unpacking wheel 1\nTraceback (most recent call last):\n  File "x.py", line 1\n'
+    out += b"OSError: [Errno 28] No space left on device\n  ... 913 more ...\n\n"
+    assert cause(out) == "OSError: [Errno 28] No space left on device"
+    assert cause(b"step 1\nstep 2\n... 3 more ...\n") == "step 2"
+    assert cause(b"") == "no output"

@@ -4,9 +4,14 @@ The deploy tool sends this module and gpu_spec's sources in one `python3 -` prog
 request (`deploy_tool.remote_program`). Commands, each answering one JSON line; a failure is
 {"error": "<one line: the cause and the fix>"}, never a traceback:
 
+- lock:   `<base>/.deploy.lock` taken (fcntl.flock) and held until the deploy tool closes this
+          program's stdin: one deploy at a time per destination; a second one waits a bounded
+          time, then refuses naming the first (its pid, host and start);
 - state:  the layout checked (`current`/`previous` must be symlinks, or absent), which release
           `current` points at and its manifest's text, the free bytes at `<base>`, the trusted
-          keys of the device, and what under `releases/` this tool did not make (left alone);
+          keys of the device, what under `releases/` this tool did not make (left alone), and
+          whether `current` already holds the new bundle, every file (a redeploy is then a
+          no-op that keeps `previous`);
 - stage:  a fresh `releases/<id>.partial/` with the directories the bundle needs, holding a copy
           of every unchanged file from the current release whose sha256 still matches (a file
           that went bad on the device is named for sending instead); this tool's own stale
@@ -22,24 +27,32 @@ request (`deploy_tool.remote_program`). Commands, each answering one JSON line; 
 
 What this tool made is recorded in `<base>/.deploy-releases.json` (written by rename): only the
 names listed there are ever removed; anything else under `releases/` is left alone and named.
+The ledger is data, not paths: each name must be a release id of this tool (RELEASE_RE), so no
+entry can name `current`'s target by `.`, the destination by `..`, or anything outside it; a
+damaged ledger is refused, in one line, before anything is written or removed.
 Until `finish` renames the link, `current`, `previous` and what they point at are not touched.
+
+Runs on the device's own python3, 3.8 or newer (deploy_tool's RUNNER checks that first).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH
 from gpu_spec.ed25519 import verify as verify_ed25519
-from gpu_spec.launcher_env import PREPARE_ONLY_ENV
+from gpu_spec.launcher_env import PREPARE_ONLY_ENV, TAMPERED_EXIT
 from gpu_spec.signature import (
     TRUSTED_KEYS_ENV,
     NotSignedError,
@@ -53,6 +66,7 @@ from gpu_spec.signature import (
 RELEASES = "releases"
 PARTIAL = ".partial"
 LEDGER = ".deploy-releases.json"
+LOCK = ".deploy.lock"
 LINKS = ("current", "previous")
 SIGN_FIX = (
     "sign the bundle with a key the device trusts (`[gpu-bundle-signing].key_file`), or change "
@@ -136,25 +150,68 @@ def check_layout(base: str) -> None:
         )
 
 
+# The names this tool gives its releases: `<UTC time>-<12 hex of the manifest's sha256>`, and
+# `<that>.partial` while staged (deploy_tool.release_id). Only names of this form are ever
+# removed, so that a ledger edited by hand, damaged or written by something else can never make
+# a deploy remove `current`, the destination or anything outside `releases/`.
+RELEASE_RE = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}(?:\.partial)?")  # fullmatch: no "\n"
+LEDGER_MAX_BYTES = 1 << 20  # 35 bytes a name: ~30,000 releases, far more than deploys keep
+LEDGER_FIX = (
+    "move it away (e.g. `mv {path} {path}.bad`) and deploy again; the releases it named are "
+    "then left alone (remove them yourself)"
+)
+
+
+def is_release_name(name: object) -> bool:
+    """Whether `name` is one of this tool's release names: a plain name inside `releases/`
+    (no separator, never "" or "." or ".."), by construction of RELEASE_RE."""
+    return isinstance(name, str) and RELEASE_RE.fullmatch(name) is not None
+
+
 def read_ledger(base: str) -> List[str]:
-    """The names under releases/ this tool made (possibly gone since)."""
+    """The names under releases/ this tool made (possibly gone since), each checked to be a
+    release name: the ledger is data, never trusted as paths. A damaged ledger is refused in
+    one line before anything is written or removed."""
     path = os.path.join(base, LEDGER)
+
+    def damaged(why: str) -> ReleaseError:
+        return ReleaseError(
+            f"{path} (the record of what deploys made) is damaged: {why}: "
+            + LEDGER_FIX.format(path=path)
+        )
+
     try:
-        with open(path) as f:
-            names = json.load(f).get("releases")
+        with open(path, "rb") as f:
+            raw = f.read(LEDGER_MAX_BYTES + 1)
     except FileNotFoundError:
         return []
-    except (OSError, ValueError, AttributeError) as e:
-        raise ReleaseError(
-            f"{path} (the record of what deploys made) is unreadable ({e}): move it away and "
-            "deploy again (the releases it named are then left alone; remove them yourself)"
-        ) from e
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ReleaseError(
-            f"{path} (the record of what deploys made) is not a list of names: move it away and "
-            "deploy again (the releases it named are then left alone; remove them yourself)"
+    except OSError as e:
+        raise damaged(f"unreadable ({e.strerror or e})") from e
+    if len(raw) > LEDGER_MAX_BYTES:
+        raise damaged(f"larger than {LEDGER_MAX_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise damaged("nested too deep") from None
+    except ValueError as e:
+        raise damaged(f"not JSON ({' '.join(str(e).split())})") from None
+    names = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(names, list):
+        raise damaged('not {"releases": [<release names>]}')
+    bad = [n for n in names if not is_release_name(n)]
+    if bad:
+        raise damaged(
+            f"{len(bad)} of its {len(names)} entries are not release names (<UTC time>-<12 "
+            f"hex>), e.g. {bad[0]!r}"
         )
     return names
+
+
+def check_release(name: object) -> str:
+    """The release id of a request, checked as the ledger's names are."""
+    if not is_release_name(name) or str(name).endswith(PARTIAL):
+        raise ReleaseError(f"{name!r} is not a release id of this tool: a bug of the deploy tool")
+    return str(name)
 
 
 def write_ledger(base: str, names: List[str]) -> None:
@@ -207,19 +264,28 @@ def state(req: dict) -> dict:
     current = os.path.join(base, "current")
     target = _link_target(current)
     manifest = None
+    same = False
     if target is not None:
         try:
-            with open(os.path.join(current, *MANIFEST_PATH.split("/"))) as f:
-                manifest = f.read()
+            with open(os.path.join(current, *MANIFEST_PATH.split("/")), "rb") as f:
+                raw = f.read()
+            manifest = raw.decode()
         except (OSError, UnicodeDecodeError):
             manifest = None
+        files = req.get("files") or {}
+        if manifest is not None and hashlib.sha256(raw).hexdigest() == files.get(MANIFEST_PATH):
+            # the bundle `current` holds, every file of it as sent (nothing missing or extra)
+            same = not _problems(os.path.realpath(current), files)
     free, block = free_space(base)
+    owned = read_ledger(base)
     return {
         "current": target,
+        "previous": _link_target(os.path.join(base, "previous")),
+        "same": same,
         "manifest": manifest,
         "free": free,
         "block": block,
-        "foreign": foreign(base, read_ledger(base)),
+        "foreign": foreign(base, owned),
         "keys": [[k.hex(), how] for k, how in device_keys()],
     }
 
@@ -234,7 +300,7 @@ def stage(req: dict) -> dict:
         shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
         if not os.path.lexists(os.path.join(releases, name)):
             owned.remove(name)
-    name = req["release"] + PARTIAL
+    name = check_release(req["release"]) + PARTIAL
     partial = os.path.join(releases, name)
     if os.path.lexists(partial):
         raise ReleaseError(f"{partial} already exists and is not this tool's: move it away")
@@ -268,7 +334,8 @@ def _remove_partial(base: str, name: str) -> bool:
 
 def abort(req: dict) -> dict:
     free = free_space(req["base"])[0]
-    return {"free": free, "removed": _remove_partial(req["base"], req["release"] + PARTIAL)}
+    name = check_release(req["release"]) + PARTIAL
+    return {"free": free, "removed": _remove_partial(req["base"], name)}
 
 
 def _problems(root: str, expected: dict) -> list:
@@ -348,11 +415,29 @@ def launchers(root: str) -> List[str]:
     return found
 
 
-def prepare(partial: str) -> Tuple[dict, List[str]]:
+NOISE_RE = re.compile(r"^(?:\.\.\.|\W*$|Traceback \(most recent call last\)|File \")")
+ERROR_RE = re.compile(r"error|exception|refused|denied|not found|no such|no space|killed", re.I)
+
+
+def cause(output: bytes, limit: int = 300) -> str:
+    """The cause of a failed run, in one line, from its output: the last line that names an
+    error (`ERROR: ...`, `OSError: ...`), else the last meaningful line; lines that only say how
+    much more there was (`... 913 more ...`), tracebacks' frames and punctuation are skipped."""
+    lines = [line.strip() for line in output.decode("utf-8", "replace").splitlines()]
+    lines = [line for line in lines if line and not NOISE_RE.match(line)]
+    errors = [line for line in lines if ERROR_RE.search(line)]
+    line = (errors or lines or ["no output"])[-1]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def prepare(partial: str, release: str) -> Tuple[dict, List[str]]:
     """Runs each launcher of the staged release once with PREPARE_ONLY_ENV=1: the app's venv is
     made (pex unpacks the PEX under PEX_ROOT) before the switch, so the release's first run
-    starts at warm speed. Best effort: a launcher that fails is a warning (its first run then
-    unpacks the PEX, as without this), never a failed deploy. ({name: seconds}, warnings)"""
+    starts at warm speed. Best effort: a launcher that fails is a warning naming the cause (its
+    first run then unpacks the PEX, as without this), never a failed deploy; except a launcher
+    that refuses its own app.pex (TAMPERED_EXIT: not the PEX it was built with), which would
+    refuse every run of the release too: that release is not switched to. ({name: seconds},
+    warnings)"""
     done, warnings = {}, []
     for name in launchers(partial):
         start = time.monotonic()
@@ -371,11 +456,16 @@ def prepare(partial: str) -> Tuple[dict, List[str]]:
                 f"first run will unpack it"
             )
             continue
+        if run.returncode == TAMPERED_EXIT:
+            raise ReleaseError(
+                f"release {release} was not switched to: its launcher `{name}` refuses the "
+                f"release's app.pex ({cause(run.stdout or b'')}): re-run `pants package` and "
+                "deploy again"
+            )
         if run.returncode != 0:
-            last = (run.stdout or b"").decode("utf-8", "replace").strip().splitlines()[-1:]
             warnings.append(
-                f"could not prepare {name}'s environment on the device (exit {run.returncode}"
-                f"{': ' + last[0] if last else ''}): its first run will unpack it"
+                f"could not prepare {name}'s environment on the device (exit {run.returncode}: "
+                f"{cause(run.stdout or b'')}): its first run will unpack it"
             )
             continue
         done[name] = round(time.monotonic() - start, 2)
@@ -383,7 +473,7 @@ def prepare(partial: str) -> Tuple[dict, List[str]]:
 
 
 def finish(req: dict) -> dict:
-    base, release = req["base"], req["release"]
+    base, release = req["base"], check_release(req["release"])
     releases = os.path.join(base, RELEASES)
     partial = os.path.join(releases, release + PARTIAL)
     problems = _problems(partial, req["files"])
@@ -391,7 +481,7 @@ def finish(req: dict) -> dict:
         return {"problems": problems}
     trust = check_trust(partial, release)
     check_layout(base)
-    prepared, prepare_warnings = prepare(partial)
+    prepared, prepare_warnings = prepare(partial, release)
     owned = read_ledger(base)
     if os.path.lexists(os.path.join(releases, release)):
         raise ReleaseError(f"{releases}/{release} already exists: move it away and deploy again")
@@ -414,8 +504,11 @@ def finish(req: dict) -> dict:
         if name.endswith(PARTIAL):
             continue
         if os.path.lexists(path):
-            try:
-                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+            try:  # a symlink put there is removed itself, never what it points at
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
             except OSError as e:
                 warnings.append(f"could not remove the old release {path}: {e}")
                 continue
@@ -435,7 +528,104 @@ def finish(req: dict) -> dict:
     }
 
 
-COMMANDS = {"state": state, "stage": stage, "finish": finish, "abort": abort}
+LOCK_POLL_S = 0.2
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, from what it wrote into the lock file when it took it."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+        age = int(time.time() - float(info["since"]))
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(info["since"])))
+        return (
+            f"pid {info['tool_pid']} on {info['tool_host']} (device pid {info['pid']}), "
+            f"deploying since {since} ({age} s ago)"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a deploy that has not named itself yet"
+
+
+def _makedirs(path: str) -> List[str]:
+    """os.makedirs, returning the directories it made (outermost first)."""
+    made = []
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        made.append(path)
+        path = os.path.dirname(path)
+    for d in reversed(made):
+        os.makedirs(d, exist_ok=True)
+    return list(reversed(made))
+
+
+def lock(req: dict) -> None:
+    """Holds `<base>/.deploy.lock` (fcntl.flock) for the whole deploy: answers {"locked": path}
+    once it has it, then keeps it until the deploy tool closes this program's stdin (or its
+    ssh session ends). Why: the deploy's other steps are separate ssh sessions, and two deploys
+    to one destination at once would remove each other's staging (`stage` removes this tool's
+    cut-off `.partial` directories) and switch `current` under each other. The kernel releases
+    a flock when its holder dies, so a deploy that was killed leaves no stale lock: the file it
+    leaves behind is taken by the next deploy as is. A second deploy waits `wait` seconds for
+    the lock, then refuses in one line naming the holder (pid and host of its deploy tool, and
+    since when). The file is removed when the lock is let go (and a waiter that then locked the
+    removed file tries again), as are the directories taking it made, if still empty."""
+    base = req["base"]
+    check_layout(base)
+    made = _makedirs(base)
+    path = os.path.join(base, LOCK)
+    wait = max(float(req.get("wait", 0)), 0.0)
+    deadline = time.monotonic() + wait
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise ReleaseError(
+                    f"another deploy to {base} is running: {holder} holds {path}; waited "
+                    f"{wait:g} s: deploy again once it is done (a deploy that was killed holds "
+                    "no lock: the file it leaves is reused)"
+                ) from None
+            time.sleep(LOCK_POLL_S)
+            continue
+        mine = os.fstat(fd)
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)  # its holder removed it as it let go: lock the one at `path` now
+    try:
+        info = {
+            "pid": os.getpid(),
+            "tool_pid": req.get("tool_pid"),
+            "tool_host": req.get("tool_host"),
+            "since": time.time(),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        sys.stdout.write(json.dumps({"locked": path}) + "\n")
+        sys.stdout.flush()
+        sys.stdin.read()  # until the deploy tool is done (or its ssh session ends)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)  # while locked: no other deploy holds this file
+        os.close(fd)
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+
+
+COMMANDS: Dict[str, Callable[[dict], Optional[dict]]] = {
+    "lock": lock,
+    "state": state,
+    "stage": stage,
+    "finish": finish,
+    "abort": abort,
+}
 
 
 def describe_os_error(command: str, e: OSError, req: dict) -> str:
@@ -452,11 +642,13 @@ def describe_os_error(command: str, e: OSError, req: dict) -> str:
 
 def main(req: dict) -> int:
     command = req["command"]
+    result: Optional[dict]
     try:
         result = COMMANDS[command](req)
     except ReleaseError as e:
         result = {"error": str(e)}
     except OSError as e:
         result = {"error": describe_os_error(command, e, req)}
-    sys.stdout.write(json.dumps(result) + "\n")
+    if result is not None:  # `lock` answers for itself, before it waits
+        sys.stdout.write(json.dumps(result) + "\n")
     return 0

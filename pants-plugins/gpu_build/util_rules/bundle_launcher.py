@@ -48,12 +48,8 @@ from gpu_spec.launcher_env import (
     INIT_CUDA_PID_ENV,
     INIT_CUDA_THREAD,
     PREPARE_ONLY_ENV,
+    TAMPERED_EXIT,
 )
-
-# Exit status of a launcher whose app.pex is not the one it was built with (app.py's "gpu_runtime
-# could not run" status: the bundle is damaged, nothing ran).
-TAMPERED_EXIT = 2
-
 
 # Run by the venv's interpreter as `-c`, with argv `<venv>/pex <app args>` (see the docstring).
 # No single quotes: the script holds it in a single-quoted sh string.

@@ -12,5 +12,9 @@ switches to a release (scripts/remote_release.py), so that the release's first r
 INIT_CUDA_ENV = "GPU_BUNDLE_INIT_CUDA"
 INIT_CUDA_PID_ENV = "GPU_BUNDLE_CUDA_INIT_PID"
 PREPARE_ONLY_ENV = "GPU_BUNDLE_PREPARE_ONLY"
+# Exit status of a launcher whose app.pex is not the one it was built with (app.py's "gpu_runtime
+# could not run" status: the bundle is damaged, nothing ran). The deploy tool does not switch to
+# a release whose launcher exits so when it prepares it.
+TAMPERED_EXIT = 2
 # The name of the launcher's CUDA start thread: gpu_runtime lets it finish before a fork.
 INIT_CUDA_THREAD = "gpu_bundle: CUDA init"
