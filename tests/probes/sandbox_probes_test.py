@@ -30,6 +30,8 @@ def k(a):
     a[0] = V
 """
 EXAMPLES = ("src/python/imaging/kernels", "src/python/numba_docs/kernels")
+COMPILE_BACKSTOP = 600  # seconds: far beyond any compile here (the examples' longest ~15 s)
+DEADLINE = "20"  # the compile's own limit in the blocking probes (`--timeout`)
 # The example kernels that need flags, as their BUILD files give them.
 EXAMPLE_FLAGS = {
     "matmul.cu": ["--include-dir", "src/python/imaging/kernels"]
@@ -81,6 +83,7 @@ class Lab:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             universal_newlines=True,
+            timeout=COMPILE_BACKSTOP,  # a hang is this probe's finding, not the suite's hang
         )
 
     def outputs_hold_mark(self) -> bool:
@@ -132,6 +135,38 @@ def _symlinked(lab: Lab) -> Tuple[str, Sequence[str]]:
     return lab.source("k/k.cu", '#include "vendor/host.cuh"\n' + KERNEL_CU), []
 
 
+def _blocking(head: str, before: Callable[[Lab], None] = lambda lab: None) -> Callable[[], str]:
+    """A numba module that never finishes its import: the compile stops at its --timeout and
+    names the kernel file and line it was in."""
+
+    def build(lab: Lab) -> Tuple[str, Sequence[str]]:
+        before(lab)
+        return lab.source("k/k.py", head + "V = 1.0\n" + KERNEL_PY), [
+            "--sys-path",
+            ".",
+            "--timeout",
+            DEADLINE,
+        ]
+
+    probe = _probe(build)
+
+    def run() -> str:
+        result = probe()
+        want = ": error: the compile did not finish within %s s: it was still running line" % (
+            DEADLINE
+        )
+        if result.startswith("refused: k/k.py:") and want in result:
+            return result
+        return "FINDING: expected k/k.py:<line>%s..., got %s" % (want, result)
+
+    return run
+
+
+def _fifo_beside_the_kernel(lab: Lab) -> None:
+    os.makedirs(os.path.join(lab.repo, "k"), exist_ok=True)
+    os.mkfifo(os.path.join(lab.repo, "k", "fifo"))
+
+
 def _examples() -> str:
     """Every example kernel compiles under the sandbox, from a sandbox holding only them."""
     top = tempfile.mkdtemp(prefix="sandbox-probe-")
@@ -160,6 +195,14 @@ PROBES = [
     # The longest (20 compiles) first: with 2 at a time, the others run beside it.
     ("example kernels still compile", _examples),
     ("include: absolute", _cu(lambda lab: '#include "%s"\n' % lab.host("host.cuh"))),
+    (
+        "numba: import blocks on a FIFO read",
+        _blocking(
+            "import os\n\nopen(os.path.join(os.path.dirname(__file__), 'fifo')).read()\n",
+            _fifo_beside_the_kernel,
+        ),
+    ),
+    ("numba: import loops forever", _blocking("while True:\n    pass\n")),
     (
         "include: comment between # and include",
         _cu(lambda lab: '#/* c */include "%s"\n' % lab.host("host.cuh")),

@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from pants.backend.python.dependency_inference.subsystem import UnownedDependencyUsage
-from pants.option.option_types import BoolOption, DictOption, EnumOption, StrListOption, StrOption
+from pants.option.option_types import (
+    BoolOption,
+    DictOption,
+    EnumOption,
+    IntOption,
+    StrListOption,
+    StrOption,
+)
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -70,6 +77,19 @@ class GpuToolchains(Subsystem):
             reported. Like
             `[python-infer].unowned_dependency_behavior`; a line with `pants: no-infer-dep` in a
             comment is skipped.
+            """
+        ),
+    )
+    compile_timeout = IntOption(
+        default=600,
+        help=softwrap(
+            """
+            Seconds one compile process may take (all capabilities of one source). A compile
+            still running then stops with one line naming the kernel file and line it was in
+            (a numba module that blocks at import: a read, a lock, a loop); Pants kills the
+            process a minute later if even that does not end it. JIT mode has its own limit,
+            `GPU_RUNTIME_COMPILE_TIMEOUT`. Changing it re-runs the compiles once (it is part of
+            their command line), with the same bytes.
             """
         ),
     )

@@ -211,7 +211,9 @@ async def compile_kernel(
 
 
 @rule
-async def run_kernel_process(request: KernelProcessRequest) -> CompiledKernels:
+async def run_kernel_process(
+    request: KernelProcessRequest, subsystem: GpuToolchains
+) -> CompiledKernels:
     field_set, spec, capabilities = request.field_set, request.spec, request.capabilities
     address = field_set.address
     options = KernelCompileOptions.from_field_set(field_set)
@@ -230,6 +232,7 @@ async def run_kernel_process(request: KernelProcessRequest) -> CompiledKernels:
         sys_path=(sources.source_root,),
         options=options,
         input_digest=sources.digest,
+        timeout=subsystem.compile_timeout,
     )
     result = await Get(FallibleProcessResult, VenvPexProcess, process)
     if result.exit_code != 0:

@@ -26,7 +26,12 @@ from gpu_build.util_rules.compile_kernel import (
     compile_failure,
     process_batches,
 )
-from gpu_build.util_rules.compile_process import OUT_DIR, compile_argv, compile_process
+from gpu_build.util_rules.compile_process import (
+    KILL_AFTER_TIMEOUT,
+    OUT_DIR,
+    compile_argv,
+    compile_process,
+)
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
     KernelCompileOptions,
@@ -86,6 +91,7 @@ def test_compile_process() -> None:
         sys_path=("src/python",),
         options=KernelCompileOptions(lineinfo=True, include_dirs=(KERNELS,)),
         input_digest=sources,
+        timeout=600,
     )
     description = f"Compile {KERNELS}/sobel.cu for sm_75, sm_87 (cuda12)"
     assert process == VenvPexProcess(
@@ -101,6 +107,8 @@ def test_compile_process() -> None:
             "sm_87",
             "--out-dir",
             OUT_DIR,
+            "--timeout",
+            "600",
             "--sys-path",
             "src/python",
             "--lineinfo",
@@ -113,7 +121,8 @@ def test_compile_process() -> None:
         extra_env=None,
         output_files=None,
         output_directories=(OUT_DIR,),
-        timeout_seconds=None,
+        # the compiler's own stop names the kernel file; Pants' kill a minute later backs it up
+        timeout_seconds=600 + KILL_AFTER_TIMEOUT,
         execution_slot_variable=None,
         concurrency_available=0,
         cache_scope=ProcessCacheScope.SUCCESSFUL,

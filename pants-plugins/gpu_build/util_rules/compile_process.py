@@ -19,6 +19,9 @@ from gpu_build.util_rules.kernel_field_set import KernelCompileOptions
 from gpu_build.util_rules.toolchain import ToolchainPex
 
 OUT_DIR = "__gpu_out"
+# Pants' own kill, this long after the compiler's --timeout: the compiler's stop names the kernel
+# file; Pants' ends a process that even that did not end (a hang inside a C library call).
+KILL_AFTER_TIMEOUT = 60
 
 
 def compile_argv(
@@ -28,12 +31,15 @@ def compile_argv(
     out_dir: str,
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
+    timeout: int | None = None,
 ) -> tuple[str, ...]:
     """The `python -m gpu_compiler` arguments for one process; paths are buildroot-relative."""
     argv = ["compile", "--source", source]
     for capability in capabilities:
         argv += ["--capability", capability]
     argv += ["--out-dir", out_dir]
+    if timeout:
+        argv += ["--timeout", str(timeout)]
     return (*argv, *compile_flags(sys_path=sys_path, options=options))
 
 
@@ -70,6 +76,7 @@ def compile_process(
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
     input_digest: Digest,
+    timeout: int | None = None,
 ) -> VenvPexProcess:
     """Runs the toolchain PEX on `input_digest` (the source and its dependencies), writing the
     PTX, cubins and metadata.json of each capability under `OUT_DIR/<capability>/`."""
@@ -81,8 +88,10 @@ def compile_process(
             out_dir=OUT_DIR,
             sys_path=sys_path,
             options=options,
+            timeout=timeout,
         ),
         input_digest=input_digest,
+        timeout_seconds=timeout + KILL_AFTER_TIMEOUT if timeout else None,
         output_directories=(OUT_DIR,),
         description=format_compile_description(
             source=source, capabilities=capabilities, toolchain=toolchain.spec.name

@@ -126,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="EXPR",
         help='.cu only: template instantiation, e.g. "matmul<float, 16>"',
     )
+    c.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop a compile that has not finished by then, naming the kernel file it was in "
+        "(default: $%s, else no limit)" % TIMEOUT_ENV,
+    )
 
     v = sub.add_parser("versions", help="print toolchain versions as JSON")
     v.add_argument(
@@ -174,7 +182,38 @@ def grouped_failures(failures: Sequence[Tuple[str, str]]) -> List[str]:
     return reports
 
 
+# The limit a caller that cannot pass --timeout sets: JIT mode (an older compiler ignores it).
+TIMEOUT_ENV = "GPU_COMPILER_TIMEOUT"
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError("expected a positive number of seconds, got %r" % text)
+    return value
+
+
 def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from gpu_compiler.deadline import CompileDeadline, deadline
+
+    seconds = args.timeout
+    if seconds is None and os.environ.get(TIMEOUT_ENV):
+        try:
+            seconds = _seconds(os.environ[TIMEOUT_ENV])
+        except argparse.ArgumentTypeError as e:
+            parser.error("$%s: %s" % (TIMEOUT_ENV, e))
+    try:
+        with deadline(seconds):
+            return _compile(args, parser)
+    except CompileDeadline as stopped:
+        sys.stderr.write("%s\n" % (stopped.report(args.source),))
+        return 1
+
+
+def _compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from gpu_compiler.compile import (
         CompileOptions,
         CompileResult,

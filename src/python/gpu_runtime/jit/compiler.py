@@ -40,6 +40,12 @@ ENV_TOOLCHAIN = "GPU_RUNTIME_TOOLCHAIN"
 # are and where a PEX keeps its cache. None of them changes the bytes a compile writes.
 COMPILER_ENV = ("PATH", "HOME", "TMPDIR", "PEX_ROOT")
 
+# How long one JIT compile may take before it stops, naming the kernel file it was in (a module
+# that blocks at import): $GPU_RUNTIME_COMPILE_TIMEOUT seconds, handed to gpu_compiler as its
+# $GPU_COMPILER_TIMEOUT (an environment variable: a compiler older than it ignores it).
+ENV_COMPILE_TIMEOUT = "GPU_RUNTIME_COMPILE_TIMEOUT"
+DEFAULT_COMPILE_TIMEOUT = "600"
+
 
 def compiler_environment(
     environ: Mapping[str, str], pythonpath: Optional[str] = None, **extra: str
@@ -47,6 +53,7 @@ def compiler_environment(
     """The compiler's whole environment: COMPILER_ENV from `environ`, PYTHONPATH if given and
     `extra`; everything else (every NUMBA_*, CUDA_*, NVRTC_*, PEX_* ... variable) is dropped."""
     env = {k: environ[k] for k in COMPILER_ENV if k in environ}
+    env["GPU_COMPILER_TIMEOUT"] = environ.get(ENV_COMPILE_TIMEOUT) or DEFAULT_COMPILE_TIMEOUT
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     env.update(extra)
