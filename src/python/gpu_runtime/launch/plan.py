@@ -34,7 +34,7 @@ from gpu_runtime.launch.numba_abi import (
     numba_scalar_values,
 )
 from gpu_runtime.launch.param_buffer import ParamBuffer
-from gpu_runtime.launch.params import PackedArgs, PackedValue, parse_param_type
+from gpu_runtime.launch.params import PackedArgs, PackedValue, build_image, parse_param_type
 from gpu_runtime.launch.repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.launch.scalars import scalar_dtype
 from gpu_spec.c_types import c_scalar_dtype
@@ -283,7 +283,7 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     """The plan for launching `func` with arguments of the pattern of `args`, which the checked
     path packed into `packed` (so every argument is known to fit)."""
     values, parts = _per_arg(kernel, args)
-    if kernel.abi == "numba" and tuple(values) != packed.values:
+    if kernel.abi == "numba" and not _same_packing(values, packed):
         raise AssertionError(f"{kernel.describe()}: the plan disagrees with the ABI's packing")
     coop = kernel.cooperative
     if any(p is None for p in parts):
@@ -296,6 +296,16 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
         steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
         plan.set_steps(steps, _single_writes(parts, packed))
     return plan
+
+
+def _same_packing(values: Sequence[PackedValue], packed: PackedArgs) -> bool:
+    """Whether `values` pack to the bytes of `packed`: the types alike and the byte images equal.
+
+    Compared as bytes, not as values: a NaN scalar is unequal to itself (so comparing values
+    refused every NaN launch), and -0.0 equals 0.0 though their bits differ."""
+    if [t for t, _ in values] != [t for t, _ in packed.values]:
+        return False
+    return build_image(values).image == packed.image
 
 
 def _single_writes(parts: Sequence[Any], packed: PackedArgs) -> Tuple[Any, ...]:
