@@ -10,20 +10,27 @@ parsed into a RecursionError. Bundles are written with gpu_spec's fixtures and a
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import struct
 import tempfile
-from typing import Callable, Iterator, List, Tuple
+import threading
+from typing import Any, Callable, Iterator, List, Tuple
 
 import numpy as np
 import pytest
 
 import gpu_runtime
+from gpu_runtime.bundle.trust_test import sign
+from gpu_runtime.cli.commands import main
 from gpu_runtime.conftest import FakeBackend, FakeDeviceArray, library_specs, write_bundle
 from gpu_runtime.errors import GpuRuntimeError
+from gpu_runtime.jit import cache_test as jit
+from gpu_spec.bundle_files import SIGNATURE_NAME
+from gpu_spec.manifest.model import MANIFEST_NAME
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
-from probe_table import findings, held, run_probes
+from probe_table import findings, held, refused, run_probes
 
 PTR = 0x7F00_0000_0000
 
@@ -74,9 +81,151 @@ def nan_scalar(value: object) -> Callable[[], str]:
     return probe
 
 
+# -- files: FIFOs and deep nesting ---------------------------------------------------------------
+DEEP = 100_000  # levels of nesting in a hostile JSON file
+HANG_S = 10.0  # a read that takes longer is a hang
+
+
+def within(call: Callable[[], Any], fifo: str = "") -> Tuple[bool, Any]:
+    """(finished, what `call` returned or raised) within HANG_S; a reader blocked on `fifo` is
+    then released (its writer opened and closed: it reads EOF), so the probe ends either way."""
+    box: List[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(call())
+        except BaseException as e:  # a crash is the probe's finding
+            box.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(HANG_S)
+    if t.is_alive() and fifo:
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(HANG_S)
+        return False, box[0] if box else None
+    return not t.is_alive(), box[0] if box else None
+
+
+def runtime_verdict(cache_dir: str, backend: FakeBackend) -> Callable[[], str]:
+    def call() -> str:
+        try:
+            gpu_runtime.open_cache(cache_dir, backend=backend).kernel("saxpy").load()
+        except GpuRuntimeError as e:
+            return "ERR " + str(e)
+        return "OK"
+
+    return call
+
+
+def verify_verdict(cache_dir: str) -> Callable[[], str]:
+    def call() -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(["verify", os.path.dirname(cache_dir)])
+        return f"{rc} " + (out.getvalue().strip().splitlines() or [""])[-1]
+
+    return call
+
+
+def bad_bundle_file(name: str, how: str, signed: bool, deep: int = DEEP) -> Callable[[], str]:
+    """`name` (manifest.json or its .sig) replaced by a FIFO or by JSON nested DEEP levels: the
+    runtime and `verify` each refuse it in one line naming it, without hanging or crashing."""
+
+    def probe() -> str:
+        with bundle() as (cache_dir, backend):
+            if signed:
+                from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+                sign(cache_dir, Ed25519PrivateKey.generate())
+            path = os.path.join(cache_dir, name)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            if how == "fifo":
+                os.mkfifo(path)
+            else:
+                with open(path, "w") as f:
+                    f.write("[" * deep + "]" * deep)
+            seen = []
+            for who, call in (
+                ("runtime", runtime_verdict(cache_dir, backend)),
+                ("verify", verify_verdict(cache_dir)),
+            ):
+                done, got = within(call, path if how == "fifo" else "")
+                if not done:
+                    return f"FINDING: {who} hung reading {name} ({how})"
+                if isinstance(got, BaseException):
+                    return f"FINDING: {who} crashed: {type(got).__name__}: {str(got)[:120]}"
+                if got == "OK" or got.startswith("0 "):
+                    return f"FINDING: {who} accepted it: {got}"
+                if name not in got:
+                    return f"FINDING: {who}'s error does not name {name}: {got[:160]}"
+                seen.append(got)
+            if not seen[1].startswith("1 REFUSED: "):
+                return f"FINDING: verify: {seen[1]}"
+            return refused(seen[0][len("ERR ") :])
+
+    return probe
+
+
+def fifo_as_jit_input() -> str:
+    """JIT mode (no bundle): an input file of a kernel index entry replaced by a FIFO."""
+    tmp = tempfile.mkdtemp(prefix="input_probe_")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for var in (
+                PINNED_KEYS_ENV,
+                TRUSTED_KEYS_ENV,
+                "GPU_RUNTIME_STRICT",
+                "GPU_RUNTIME_CACHE",
+            ):
+                mp.delenv(var, raising=False)
+            mp.setenv("GPU_RUNTIME_JIT_CACHE", os.path.join(tmp, "jit"))
+            mp.setenv("FAKE_COMPILER_LOG", os.path.join(tmp, "compiles.log"))
+            mp.setattr("gpu_runtime.jit.cache.find_compiler", jit.fake_compiler)
+            index = os.path.join(tmp, "site")
+            root = jit.write_index(
+                index, "saxpy", jit.SAXPY_SRC, {jit.SAXPY_SRC: b"saxpy v1", jit.HELPER: b"h v1"}
+            )
+            fifo = os.path.join(root, *jit.HELPER.split("/"))
+            os.remove(fifo)
+            os.mkfifo(fifo)
+            backend = FakeBackend()
+
+            def call() -> str:
+                try:
+                    gpu_runtime.open_cache(kernels_path=[index], backend=backend).kernel(
+                        "saxpy"
+                    ).load()
+                except GpuRuntimeError as e:
+                    return "ERR " + str(e)
+                return "OK"
+
+            done, got = within(call, fifo)
+            if not done:
+                return "FINDING: the app hung reading a FIFO among a kernel's inputs"
+            if isinstance(got, BaseException):
+                return f"FINDING: crashed: {type(got).__name__}: {str(got)[:120]}"
+            if got == "OK" or "FIFO" not in got:
+                return f"FINDING: {got[:160]}"
+            return refused(got[len("ERR ") :])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("numba float32 scalar NaN (Python float)", nan_scalar(float("nan"))),
     ("numba float32 scalar NaN (np.float32)", nan_scalar(np.float32("nan"))),
+    ("manifest.json nested 100,000 deep", bad_bundle_file(MANIFEST_NAME, "deep", False)),
+    ("manifest.json.sig nested 100,000 deep", bad_bundle_file(SIGNATURE_NAME, "deep", True)),
+    (
+        "manifest.json.sig nested 20,000 deep (under its size limit)",
+        bad_bundle_file(SIGNATURE_NAME, "deep", True, 20_000),
+    ),
+    ("manifest.json a FIFO (verify)", bad_bundle_file(MANIFEST_NAME, "fifo", False)),
+    ("manifest.json.sig a FIFO", bad_bundle_file(SIGNATURE_NAME, "fifo", True)),
+    ("JIT index input a FIFO (the app)", fifo_as_jit_input),
 ]
 
 

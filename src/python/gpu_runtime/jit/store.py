@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
+from gpu_spec.safe_read import MAX_INDEX_BYTES, load_json_file, open_regular
 
 log = logging.getLogger("gpu_runtime")
 
@@ -85,8 +86,12 @@ class Entry:
 
 
 def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """The sha256 of the regular file `path` (FileReadError for a FIFO or device in an entry)."""
+    h = hashlib.sha256()
+    with open_regular(path, "JIT cache file") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 class JitStore:
@@ -112,8 +117,7 @@ class JitStore:
             return None
 
     def _verified(self, key: str, path: str) -> Entry:
-        with open(os.path.join(path, ENTRY_FILE), "rb") as f:
-            info = json.loads(f.read().decode("utf-8"))
+        info = load_json_file(os.path.join(path, ENTRY_FILE), MAX_INDEX_BYTES, "JIT cache entry")
         if info.get("schema") != STORE_SCHEMA or info.get("key") != key:
             raise ValueError(f"{ENTRY_FILE} is not this key's (schema {info.get('schema')!r})")
         files: Dict[str, str] = info["files"]
@@ -127,8 +131,9 @@ class JitStore:
             if _sha256(full) != digest:
                 raise ValueError(f"{name} does not match its sha256 in {ENTRY_FILE}")
             size += os.path.getsize(full)
-        with open(os.path.join(path, "metadata.json"), "rb") as f:
-            metadata = json.loads(f.read().decode("utf-8"))
+        metadata = load_json_file(
+            os.path.join(path, "metadata.json"), MAX_INDEX_BYTES, "JIT cache metadata"
+        )
         return Entry(key, path, info, metadata, size, os.stat(path).st_mtime)
 
     def touch(self, key: str) -> None:
