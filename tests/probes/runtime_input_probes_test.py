@@ -81,6 +81,28 @@ def nan_scalar(value: object) -> Callable[[], str]:
     return probe
 
 
+# -- the driver ---------------------------------------------------------------------------------
+def driver_older_than_toolchain(signed: bool) -> str:
+    """A CUDA 13 bundle (sm_90 cubin + PTX ISA 9.0) on an sm_90 GPU whose driver is CUDA 12.4:
+    the error must say the driver is too old (needed, present), not "incomplete or edited"."""
+    with bundle() as (cache_dir, _):
+        if signed:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            sign(cache_dir, Ed25519PrivateKey.generate())
+        old = FakeBackend(capability=(9, 0), driver=(12, 4))
+        try:
+            gpu_runtime.open_cache(cache_dir, backend=old).kernel("saxpy").load()
+        except GpuRuntimeError as e:
+            text = str(e)
+            if "incomplete" in text or "edited" in text or "add sm_90" in text:
+                return f"FINDING: wrong advice for an old driver: {text[:200]}"
+            if "13.0" not in text or "12.4" not in text or "\n" in text:
+                return f"FINDING: does not name the driver needed and present: {text[:200]}"
+            return refused(e)
+        return "FINDING: a CUDA 13 bundle loaded on a CUDA 12.4 driver"
+
+
 # -- files: FIFOs and deep nesting ---------------------------------------------------------------
 DEEP = 100_000  # levels of nesting in a hostile JSON file
 HANG_S = 10.0  # a read that takes longer is a hang
@@ -217,6 +239,11 @@ def fifo_as_jit_input() -> str:
 PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("numba float32 scalar NaN (Python float)", nan_scalar(float("nan"))),
     ("numba float32 scalar NaN (np.float32)", nan_scalar(np.float32("nan"))),
+    (
+        "driver (12.4) older than the bundle's toolchain (13.0)",
+        lambda: driver_older_than_toolchain(False),
+    ),
+    ("driver older than a signed bundle's toolchain", lambda: driver_older_than_toolchain(True)),
     ("manifest.json nested 100,000 deep", bad_bundle_file(MANIFEST_NAME, "deep", False)),
     ("manifest.json.sig nested 100,000 deep", bad_bundle_file(SIGNATURE_NAME, "deep", True)),
     (

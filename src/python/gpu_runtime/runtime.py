@@ -24,6 +24,7 @@ from gpu_runtime.bundle.lookup import (
 from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import (
     AmbiguousKernelError,
+    DriverTooOldError,
     IncompleteBundleError,
     KernelNotFoundError,
     NoCompatibleVariantError,
@@ -272,8 +273,8 @@ class KernelCache:
                 bundle=self._manifest.bundle,
                 fix=self._fix_hint(),
             )
-        except IncompleteBundleError:
-            raise
+        except (IncompleteBundleError, DriverTooOldError):
+            raise  # neither a capability the bundle lacks nor one JIT mode could add
         except NoCompatibleVariantError:
             if self._signed_by is None:
                 raise
