@@ -446,6 +446,27 @@ def probe_full_disk(tmp: str) -> str:
     return refused(first)
 
 
+def probe_full_disk_in_the_compile(tmp: str) -> str:
+    """The disk fills while the compile process writes its outputs (into the store's working
+    directory): the compiler dies with a traceback; the app must say it in one line (the
+    cache's directory, the cause, the fix), leave nothing staged, and compile once there is
+    room."""
+    index = write_index(os.path.join(tmp, "site"))
+    store = os.path.join(tmp, "jit")
+    with environ(FAKE_COMPILER_ENOSPC="1"):
+        e = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
+    if "\n" in e or "No space left" not in e or "free space" not in e:
+        return f"FINDING: {len(e.splitlines())} lines: {e.splitlines()[-1:]!r}"
+    left = os.listdir(os.path.join(store, "v1", ".tmp"))
+    if left or JitStore(store).entries():
+        return f"FINDING: left {left} in .tmp or published an entry"
+    gc.collect()
+    got = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
+    if got != "FINDING: no error" or len(JitStore(store).entries()) != 1:
+        return f"FINDING: with room again: {got}"
+    return refused(e)
+
+
 BAD_SIZES = ["abc", " ", "-1", "1e9", "0x10", "1.2.3", "10 XB", "9" * 400, "nan", "1G;rm"]
 
 
@@ -497,6 +518,7 @@ def test_jit_cache_probes() -> None:
             ("stale dist/codegen index", in_tmp(probe_stale_codegen)),
             ("read-only cache dir", in_tmp(probe_read_only_cache)),
             ("full disk (ENOSPC injected)", in_tmp(probe_full_disk)),
+            ("full disk in the compile process", in_tmp(probe_full_disk_in_the_compile)),
             ("bad GPU_RUNTIME_JIT_CACHE_SIZE", in_tmp(probe_bad_size_setting)),
         ],
     )
