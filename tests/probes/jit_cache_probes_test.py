@@ -417,6 +417,38 @@ def probe_read_only_cache(tmp: str) -> str:
     return refused(first)
 
 
+def probe_read_only_cache_hit(tmp: str) -> str:
+    """A shared read-only cache (every directory 0555, the worker without root's override)
+    holding saxpy's entry: a hit loads from it, compiling nothing; a miss is one line."""
+    index = write_index(os.path.join(tmp, "site"))
+    log = os.path.join(tmp, "compiles.log")
+    store = os.path.join(tmp, "shared")
+    jit_cache(index, store).kernel("saxpy").load()
+    gc.collect()
+    for dirpath, _, _ in os.walk(store):
+        os.chmod(dirpath, 0o555)
+    drop = _drop_dac if os.geteuid() == 0 else None
+    try:
+        hit = outcome(
+            worker({"index": index, "store": store, "kernels": ["saxpy"]},
+                   {"FAKE_COMPILER_LOG": log}, preexec_fn=drop)  # fmt: skip
+        )
+        miss = outcome(
+            worker({"index": index, "store": store, "kernels": ["sobel_magnitude"]},
+                   {"FAKE_COMPILER_LOG": log}, preexec_fn=drop)  # fmt: skip
+        )
+    finally:
+        for dirpath, _, _ in os.walk(store):
+            os.chmod(dirpath, stat.S_IRWXU)
+    if hit != "OK":
+        return f"FINDING: a hit in a read-only cache failed: {hit}"
+    if compiles(log):
+        return f"FINDING: {compiles(log)} compiles in a read-only cache"
+    if not miss.startswith("ERR: ") or "GPU_RUNTIME_JIT_CACHE" not in miss:
+        return f"FINDING: a miss in a read-only cache: {miss}"
+    return held("a hit loads from a read-only cache, compiling nothing; a miss is one line")
+
+
 def probe_full_disk(tmp: str) -> str:
     """ENOSPC, injected in a worker into each step of the store's write path (the staging
     directory, moving the compiler's outputs, writing entry.json, the publishing rename): one
@@ -517,6 +549,7 @@ def test_jit_cache_probes() -> None:
             ("8 processes, bound of 1.5 entries", in_tmp(probe_concurrent_tiny_bound)),
             ("stale dist/codegen index", in_tmp(probe_stale_codegen)),
             ("read-only cache dir", in_tmp(probe_read_only_cache)),
+            ("read-only shared cache: a hit", in_tmp(probe_read_only_cache_hit)),
             ("full disk (ENOSPC injected)", in_tmp(probe_full_disk)),
             ("full disk in the compile process", in_tmp(probe_full_disk_in_the_compile)),
             ("bad GPU_RUNTIME_JIT_CACHE_SIZE", in_tmp(probe_bad_size_setting)),

@@ -114,9 +114,9 @@ class JitKernelCache(KernelCache):
     ) -> None:
         self._bound = cache_bound()  # a bad setting fails here, before any compile
         self._store = store or JitStore()
-        self._store.open()  # a read-only or unusable cache fails here too
+        self._store.open()  # an unusable cache fails here; a read-only one serves hits only
         # Entries this process uses, held until it ends (or this cache is collected).
-        self._held: Dict[str, IO[bytes]] = {}
+        self._held: Dict[str, Optional[IO[bytes]]] = {}
         empty = Manifest(
             bundle="jit", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={}
         )
@@ -223,7 +223,8 @@ class JitKernelCache(KernelCache):
                     fingerprint=fingerprint,
                 )
 
-            early = None if self._compiled_before(key_for) else self._start(src, compiler)
+            speculate = self._store.read_only is None and not self._compiled_before(key_for)
+            early = self._start(src, compiler) if speculate else None
         except BaseException:
             capability()
             raise
@@ -263,6 +264,7 @@ class JitKernelCache(KernelCache):
         if entry is not None:
             self._store.touch(key)
             return entry, False
+        self._store.check_writable()  # a miss in a read-only cache: refused before compiling
         with self._store.lock(key):
             entry = self._store.load(key)  # another process may have compiled it meanwhile
             if entry is not None:

@@ -94,9 +94,17 @@ def _sha256(path: str) -> str:
     return h.hexdigest()
 
 
+# A cache directory that exists but refuses writes: shared read-only (a read-only mount, another
+# user's cache). Its entries still serve hits; only a miss, which must write, is refused.
+_READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
 class JitStore:
     def __init__(self, root: Optional[str] = None) -> None:
         self.root = os.path.join(root or default_root(), f"v{STORE_SCHEMA}")
+        # Set by `open` when the cache exists but cannot be written: the one-line error a
+        # write (a miss) raises; None while the store is writable.
+        self.read_only: Optional[JitCacheError] = None
 
     def _dir(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
@@ -151,8 +159,12 @@ class JitStore:
 
     # -- writing ----------------------------------------------------------------------------
     def open(self) -> None:
-        """Checks now, when the cache opens, that entries can be written here: a read-only or
-        unusable directory is one JitCacheError line, not a traceback after a compile."""
+        """Checks now, when the cache opens, that entries can be written here: an unusable
+        directory is one JitCacheError line, not a traceback after a compile.
+
+        A cache that exists but is read-only (a shared cache on a read-only mount, one whose
+        permissions forbid writing) opens for reading: hits are served, and `read_only` is the
+        error a miss raises before anything is compiled (`check_writable`)."""
         try:
             for sub in (".tmp", ".locks"):
                 os.makedirs(self._dir(sub), exist_ok=True)
@@ -161,7 +173,17 @@ class JitStore:
                 pass
             os.remove(probe)
         except OSError as e:
-            raise write_error(self.root, e, "a test write") from None
+            error = write_error(self.root, e, "a test write")
+            if e.errno in _READ_ONLY_ERRNOS and os.path.isdir(self.root):
+                self.read_only = error
+                log.info("gpu_runtime: %s; serving its entries read-only", error)
+                return
+            raise error from None
+
+    def check_writable(self) -> None:
+        """Raises the one-line JitCacheError of a read-only cache (before a compile)."""
+        if self.read_only is not None:
+            raise JitCacheError(str(self.read_only))
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
@@ -197,14 +219,17 @@ class JitStore:
                 return f
             f.close()
 
-    def hold(self, key: str) -> IO[bytes]:
+    def hold(self, key: str) -> Optional[IO[bytes]]:
         """Marks `key` in use until the returned file is closed (or the process exits): prune
         and clear skip it. Take it before looking the entry up, so that it cannot be evicted
-        between the look-up and its use."""
+        between the look-up and its use. None in a read-only cache, where no lock file can be
+        made (nor any entry pruned by this process)."""
         try:
             os.makedirs(self._dir(".locks"), exist_ok=True)
             held = self._use_lock(key, fcntl.LOCK_SH)
         except OSError as e:
+            if self.read_only is not None or e.errno in _READ_ONLY_ERRNOS:
+                return None
             raise write_error(self.root, e, "creating a lock") from None
         assert held is not None  # a blocking flock
         return held
