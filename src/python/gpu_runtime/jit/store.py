@@ -111,18 +111,33 @@ class JitStore:
 
     # -- reading ----------------------------------------------------------------------------
     def load(self, key: str) -> Optional[Entry]:
-        """The verified entry, or None if absent; a corrupt one is discarded (and None)."""
+        """The verified entry, or None if absent; a corrupt one is discarded (and None).
+
+        Only proof of corruption discards an entry: a file it lists that is missing, not a
+        regular file, or not the bytes entry.json says, or JSON that does not parse. An entry
+        that merely cannot be read now (EMFILE, EACCES, EIO: this process's limits or
+        permissions, not the entry) is kept, and the error is one JitCacheError line: deleting
+        it would throw away another process's valid compile, and compiling it again would fail
+        to publish beside it."""
         path = self._dir(key)
         if not os.path.isdir(path):
             return None
         try:
             return self._verified(key, path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            # ValueError includes FileReadError (a FIFO, a device, too big, nested too deep),
+            # UnicodeDecodeError and JSONDecodeError.
             log.warning(
                 "gpu_runtime: JIT cache entry %s is corrupt (%s): compiling it again", path, e
             )
             self._discard(path)
             return None
+        except OSError as e:
+            raise JitCacheError(
+                f"JIT mode: cannot read the JIT cache entry {path} ({e.strerror or e}); it was "
+                f"kept: fix the cache's permissions (or raise the open-file limit, `ulimit -n`) "
+                f"or set ${ENV_JIT_CACHE} to a directory of your own"
+            ) from None
 
     def _verified(self, key: str, path: str) -> Entry:
         info = load_json_file(os.path.join(path, ENTRY_FILE), MAX_INDEX_BYTES, "JIT cache entry")
@@ -154,7 +169,15 @@ class JitStore:
             keys = [k for k in os.listdir(self.root) if not k.startswith(".")]
         except OSError:
             return []
-        found = [e for e in (self.load(k) for k in sorted(keys)) if e is not None]
+        found = []
+        for k in sorted(keys):
+            try:
+                entry = self.load(k)
+            except JitCacheError as e:  # unreadable now, not corrupt: kept, and not listed
+                log.warning("gpu_runtime: %s", e)
+                continue
+            if entry is not None:
+                found.append(entry)
         return sorted(found, key=lambda e: (e.last_use, e.key))
 
     # -- writing ----------------------------------------------------------------------------
@@ -187,23 +210,36 @@ class JitStore:
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        """Exclusive among the processes that write `key` (readers need no lock)."""
+        """Exclusive among the processes that write `key` (readers need no lock).
+
+        The lock file `.locks/<key>.lock` is removed by its holder once the write is done, so
+        the cache does not gather one per key ever compiled; a process that waited on the
+        removed file sees that by its inode and takes the lock on a new one (`_flocked`)."""
+        path = self._dir(".locks", key + ".lock")
         try:
             os.makedirs(self._dir(".locks"), exist_ok=True)
-            f = open(self._dir(".locks", key + ".lock"), "a")
+            f = self._flocked(path, fcntl.LOCK_EX)
         except OSError as e:
             raise write_error(self.root, e, "creating a lock") from None
+        assert f is not None  # a blocking flock
         with f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield
             finally:
+                with contextlib.suppress(OSError):
+                    os.remove(path)  # still held: a waiter re-opens (by inode)
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
     def _use_lock(self, key: str, how: int) -> Optional[IO[bytes]]:
         """`.locks/<key>.use`, flocked `how`; None when LOCK_NB finds it taken. Re-opened when
         an evicter unlinked the file while this process waited for it (checked by inode)."""
-        path = self._dir(".locks", key + ".use")
+        return self._flocked(self._dir(".locks", key + ".use"), how)
+
+    @staticmethod
+    def _flocked(path: str, how: int) -> Optional[IO[bytes]]:
+        """`path` opened and flocked `how`; None when LOCK_NB finds it taken. Re-opened when
+        the file was unlinked (or replaced) while this process waited for it: a lock on an
+        unlinked file would exclude nobody."""
         while True:
             f = open(path, "ab")
             try:
@@ -365,7 +401,22 @@ class JitStore:
             evicted.append((key, size))
         for stale in (".tmp", ".trash"):
             self._sweep(self._dir(stale))
+        self._sweep_write_locks()
         return evicted
+
+    def _sweep_write_locks(self) -> None:
+        """Removes `.locks/*.lock` files no writer holds (left by a crash, or by a gpu_runtime
+        that never removed them), each under its own lock, as `lock` removes its own."""
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self._dir(".locks")):
+                if not name.endswith(".lock"):
+                    continue
+                path = self._dir(".locks", name)
+                with contextlib.suppress(OSError):
+                    f = self._flocked(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if f is not None:
+                        with f:
+                            os.remove(path)
 
     def _sweep(self, path: str, older_than_s: float = 3600.0) -> None:
         """Leftovers of crashed writers (a live writer's staging dir is younger than this)."""
