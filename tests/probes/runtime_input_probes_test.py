@@ -25,10 +25,12 @@ import gpu_runtime
 from gpu_runtime.bundle.trust_test import sign
 from gpu_runtime.cli.commands import main
 from gpu_runtime.conftest import FakeBackend, FakeDeviceArray, library_specs, write_bundle
-from gpu_runtime.errors import GpuRuntimeError
+from gpu_runtime.errors import DispatchError, GpuRuntimeError
 from gpu_runtime.jit import cache_test as jit
+from gpu_runtime.launch.abi import pack_args
+from gpu_runtime.launch.plan import build_plan, pattern_key
 from gpu_spec.bundle_files import SIGNATURE_NAME
-from gpu_spec.manifest.model import MANIFEST_NAME
+from gpu_spec.manifest.model import MANIFEST_NAME, ArgSpec, KernelSpec
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
 from probe_table import findings, held, refused, run_probes
 
@@ -79,6 +81,65 @@ def nan_scalar(value: object) -> Callable[[], str]:
             return held("a NaN scalar launches, first and later launches, as NaN bits")
 
     return probe
+
+
+# -- launch arguments the ABI cannot take ----------------------------------------------------------
+def refused_at_launch(library: str, kernel: str, good: List[Any], bad: List[Any]) -> str:
+    """`bad` launched first, then again after `good` cached its pattern's plan (the fast path):
+    a DispatchError in one line both times, nothing launched."""
+    with bundle((library,)) as (cache_dir, backend):
+        k = gpu_runtime.open_cache(cache_dir, backend=backend).kernel(kernel)
+        errors = []
+        for first in (True, False):
+            if not first:
+                k.launch(1, 32, *good)
+            n = len(backend.launches)
+            try:
+                k.launch(1, 32, *bad)
+            except DispatchError as e:
+                errors.append(str(e))
+            else:
+                return f"FINDING: accepted ({'first launch' if first else 'fast path'})"
+            if len(backend.launches) != n:
+                return "FINDING: launched before refusing"
+        if any("\n" in e for e in errors):
+            return f"FINDING: not one line: {errors[0]!r}"
+        return refused(errors[0])
+
+
+def refused_when_packed(kernel: KernelSpec, good: List[Any], bad: List[Any]) -> str:
+    """As `refused_at_launch`, for a kernel no fixture bundle has: the checked packing, then a
+    plan built on `good` asked to pack `bad` (it must raise, sending it to the checked path)."""
+    try:
+        pack_args(kernel, bad)
+    except DispatchError as e:
+        error = str(e)
+    else:
+        return "FINDING: the checked packing accepted it"
+    plan = build_plan("f", kernel, good, pack_args(kernel, good))
+    key, cais = pattern_key(bad)
+    if plan.fast and key == pattern_key(good)[0]:
+        try:
+            plan.pack(bad, cais)
+        except Exception:
+            pass
+        else:
+            return "FINDING: the fast path packed it"
+    return refused(error)
+
+
+def c_bool_kernel() -> KernelSpec:
+    return KernelSpec(
+        name="flag", entry="flag", abi="c", signature=None, args=None,
+        params=("u64", "u8"), c_types=("float*", "bool"),
+    )  # fmt: skip
+
+
+def numba_bool_kernel() -> KernelSpec:
+    return KernelSpec(
+        name="flag", entry="_Zflag", abi="numba", signature=None,
+        args=(ArgSpec(kind="scalar", dtype="bool"),), params=("u8",),
+    )  # fmt: skip
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -244,6 +305,35 @@ PROBES: List[Tuple[str, Callable[[], str]]] = [
         lambda: driver_older_than_toolchain(False),
     ),
     ("driver older than a signed bundle's toolchain", lambda: driver_older_than_toolchain(True)),
+    (
+        "C pointer arg: a negative int",
+        lambda: refused_at_launch(
+            "matmul", "matmul<float, 16>", [PTR, PTR, PTR, 4, 4, 4], [-1, PTR, PTR, 4, 4, 4]
+        ),
+    ),
+    (
+        "C bool arg: the integer 2",
+        lambda: refused_when_packed(c_bool_kernel(), [PTR, np.int64(1)], [PTR, np.int64(2)]),
+    ),
+    (
+        "numba bool arg: the integer 2",
+        lambda: refused_when_packed(numba_bool_kernel(), [np.int64(1)], [np.int64(2)]),
+    ),
+    (
+        "null device array (data pointer 0)",
+        lambda: refused_at_launch(
+            "saxpy", "saxpy", [vec(8), 1.0, vec(8), vec(8)], [vec(8, ptr=0), 1.0, vec(8), vec(8)]
+        ),
+    ),
+    (
+        "__cuda_array_interface__ version 99",
+        lambda: refused_at_launch(
+            "saxpy",
+            "saxpy",
+            [vec(8), 1.0, vec(8), vec(8)],
+            [FakeDeviceArray((8,), "float32", PTR, None, version=99), 1.0, vec(8), vec(8)],
+        ),
+    ),
     ("manifest.json nested 100,000 deep", bad_bundle_file(MANIFEST_NAME, "deep", False)),
     ("manifest.json.sig nested 100,000 deep", bad_bundle_file(SIGNATURE_NAME, "deep", True)),
     (

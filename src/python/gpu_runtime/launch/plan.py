@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from gpu_runtime.driver.devarray import DeviceArray
-from gpu_runtime.launch.arrays import array_view, c_strides, contiguity
+from gpu_runtime.launch.arrays import CAI_VERSIONS, array_view, c_strides, contiguity
 from gpu_runtime.launch.numba_abi import (
     numba_array_values,
     numba_pointer_value,
@@ -64,6 +64,8 @@ def _array_key(t: type, cai: Any) -> Optional[Tuple[Any, ...]]:
     typestr, shape = cai["typestr"], cai["shape"]
     if cai.get("mask") is not None:
         return None  # masks: the checked path refuses them
+    if cai.get("version", 3) not in CAI_VERSIONS or not (cai["data"][0] or 0 in shape):
+        return None  # an unknown version, a null array: the checked path refuses them
     strides = cai.get("strides")
     ndim = len(shape)
     if strides is None:  # C order: F-contiguous too when at most one extent is not 1
@@ -214,8 +216,8 @@ def _numba_arg(spec: Any, value: Any, what: str) -> Tuple[List[PackedValue], Opt
     dt = scalar_dtype(str(spec.dtype))
     if len(vals) != 1:
         return vals, None
-    if dt.kind == "b":
-        return vals, (["?"], _scalar)
+    if dt.kind == "b":  # a bool-typed pattern only: struct's "?" would take 2 as True
+        return vals, ((["?"], _scalar) if isinstance(value, (bool, np.bool_)) else None)
     if dt.kind in "iu":
         return vals, ([_int_code(vals[0][0][0], dt.itemsize * 8)], _scalar)
     if dt.kind == "f" and dt.itemsize in (4, 8):
@@ -246,6 +248,8 @@ def _c_arg(ptext: str, value: Any, ctype: Optional[str] = None) -> Optional[tupl
     if pt.kind == "f":
         return (["f" if pt.bits == 32 else "d"], _scalar)
     declared = c_scalar_dtype(ctype) if ctype is not None else None
+    if declared == "bool" and not isinstance(value, (bool, np.bool_)):
+        return None  # an int for a bool: only the checked path refuses 2 (np.int64 patterns)
     signed = pt.kind == "s" or (declared is not None and declared.startswith("int"))
     code = _int_code("s" if signed else "u", pt.bits)
     if pt.bits == 64 and not isinstance(value, (int, np.integer)):
