@@ -30,6 +30,7 @@ from gpu_runtime.jit import cache_test as jit
 from gpu_runtime.launch.abi import pack_args
 from gpu_runtime.launch.plan import build_plan, pattern_key
 from gpu_spec.bundle_files import SIGNATURE_NAME
+from gpu_spec.jit_index import entry_paths
 from gpu_spec.manifest.model import MANIFEST_NAME, ArgSpec, KernelSpec
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
 from probe_table import findings, held, refused, run_probes
@@ -297,6 +298,42 @@ def fifo_as_jit_input() -> str:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def deep_jit_index_entry() -> str:
+    """JIT mode (no bundle): a kernel index entry (`__gpu_kernels__/<slug>.json`) nested DEEP."""
+    tmp = tempfile.mkdtemp(prefix="input_probe_")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for var in (
+                PINNED_KEYS_ENV,
+                TRUSTED_KEYS_ENV,
+                "GPU_RUNTIME_STRICT",
+                "GPU_RUNTIME_CACHE",
+            ):
+                mp.delenv(var, raising=False)
+            mp.setenv("GPU_RUNTIME_JIT_CACHE", os.path.join(tmp, "jit"))
+            index = os.path.join(tmp, "site")
+            jit.write_index(index, "saxpy", jit.SAXPY_SRC, {jit.SAXPY_SRC: b"saxpy v1"})
+            entry, _ = entry_paths("", "src.python.imaging.kernels.saxpy")
+            with open(os.path.join(index, entry), "w") as f:
+                f.write("[" * DEEP + "]" * DEEP)
+
+            def call() -> str:
+                try:
+                    gpu_runtime.open_cache(kernels_path=[index], backend=FakeBackend())
+                except GpuRuntimeError as e:
+                    return "ERR " + str(e)
+                return "OK"
+
+            done, got = within(call)
+            if not done or isinstance(got, BaseException):
+                return f"FINDING: {'hung' if not done else type(got).__name__}: {got}"
+            if got == "OK" or "nested" not in got or "\n" in got:
+                return f"FINDING: {got[:160]}"
+            return refused(got[len("ERR ") :])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("numba float32 scalar NaN (Python float)", nan_scalar(float("nan"))),
     ("numba float32 scalar NaN (np.float32)", nan_scalar(np.float32("nan"))),
@@ -343,6 +380,7 @@ PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("manifest.json a FIFO (verify)", bad_bundle_file(MANIFEST_NAME, "fifo", False)),
     ("manifest.json.sig a FIFO", bad_bundle_file(SIGNATURE_NAME, "fifo", True)),
     ("JIT index input a FIFO (the app)", fifo_as_jit_input),
+    ("JIT index entry nested 100,000 deep", deep_jit_index_entry),
 ]
 
 
