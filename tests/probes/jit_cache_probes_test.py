@@ -417,6 +417,110 @@ def probe_read_only_cache(tmp: str) -> str:
     return refused(first)
 
 
+def probe_read_only_cache_hit(tmp: str) -> str:
+    """A shared read-only cache (every directory 0555, the worker without root's override)
+    holding saxpy's entry: a hit loads from it, compiling nothing; a miss is one line."""
+    index = write_index(os.path.join(tmp, "site"))
+    log = os.path.join(tmp, "compiles.log")
+    store = os.path.join(tmp, "shared")
+    jit_cache(index, store).kernel("saxpy").load()
+    gc.collect()
+    for dirpath, _, _ in os.walk(store):
+        os.chmod(dirpath, 0o555)
+    drop = _drop_dac if os.geteuid() == 0 else None
+    try:
+        hit = outcome(
+            worker({"index": index, "store": store, "kernels": ["saxpy"]},
+                   {"FAKE_COMPILER_LOG": log}, preexec_fn=drop)  # fmt: skip
+        )
+        miss = outcome(
+            worker({"index": index, "store": store, "kernels": ["sobel_magnitude"]},
+                   {"FAKE_COMPILER_LOG": log}, preexec_fn=drop)  # fmt: skip
+        )
+    finally:
+        for dirpath, _, _ in os.walk(store):
+            os.chmod(dirpath, stat.S_IRWXU)
+    if hit != "OK":
+        return f"FINDING: a hit in a read-only cache failed: {hit}"
+    if compiles(log):
+        return f"FINDING: {compiles(log)} compiles in a read-only cache"
+    if not miss.startswith("ERR: ") or "GPU_RUNTIME_JIT_CACHE" not in miss:
+        return f"FINDING: a miss in a read-only cache: {miss}"
+    return held("a hit loads from a read-only cache, compiling nothing; a miss is one line")
+
+
+def probe_write_locks_left(tmp: str) -> str:
+    """`.locks/<key>.lock` (the writers' lock) is gone once its compile is published, and a
+    prune sweeps one a crash left; the entries' `.use` files are a held entry's own."""
+    index = write_index(os.path.join(tmp, "site"))
+    store = os.path.join(tmp, "jit")
+    cache = jit_cache(index, store)
+    cache.kernel("saxpy").load()
+    cache.kernel("sobel_magnitude").load()
+    locks = os.path.join(store, "v1", ".locks")
+    left = sorted(n for n in os.listdir(locks) if n.endswith(".lock"))
+    if left:
+        return f"FINDING: {len(left)} write-lock files left after 2 compiles: {left[:2]}"
+    open(os.path.join(locks, "0" * 64 + ".lock"), "w").close()  # a crashed writer's
+    JitStore(store).prune(1 << 30)
+    left = sorted(n for n in os.listdir(locks) if n.endswith(".lock"))
+    if left:
+        return f"FINDING: prune left an unheld write lock: {left}"
+    return held("no .lock file left after 2 compiles; prune swept a crashed writer's")
+
+
+def probe_unreadable_entry_kept(tmp: str) -> str:
+    """A valid entry that this process cannot read now (EMFILE injected; EACCES by its mode,
+    in a worker without root's override) is kept, with one line saying why; once readable
+    it is a hit, compiling nothing."""
+    import errno
+
+    index = write_index(os.path.join(tmp, "site"))
+    log = os.path.join(tmp, "compiles.log")
+    store = os.path.join(tmp, "jit")
+    with environ(FAKE_COMPILER_LOG=log):
+        jit_cache(index, store).kernel("saxpy").load()
+    gc.collect()
+    (entry,) = JitStore(store).entries()
+    first = ""
+    import gpu_runtime.jit.store as store_module
+
+    real = store_module.open_regular
+
+    def emfile(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    store_module.open_regular = emfile
+    try:
+        e = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
+    finally:
+        store_module.open_regular = real
+    gc.collect()
+    if not os.path.isdir(entry.path):
+        return f"FINDING: EMFILE deleted a valid entry ({e})"
+    if "\n" in e or "kept" not in e:
+        return f"FINDING: EMFILE: {e!r}"
+    first = e
+    info = os.path.join(entry.path, "entry.json")
+    os.chmod(info, 0)
+    drop = _drop_dac if os.geteuid() == 0 else None
+    try:
+        got = outcome(
+            worker({"index": index, "store": store, "kernels": ["saxpy"]},
+                   {"FAKE_COMPILER_LOG": log}, preexec_fn=drop)  # fmt: skip
+        )
+    finally:
+        os.chmod(info, 0o644)
+    if not os.path.isdir(entry.path):
+        return f"FINDING: EACCES deleted a valid entry ({got})"
+    if not got.startswith("ERR: ") or "kept" not in got:
+        return f"FINDING: EACCES: {got}"
+    got = outcome(worker({"index": index, "store": store, "kernels": ["saxpy"]}))
+    if got != "OK" or compiles(log) != 1:
+        return f"FINDING: readable again: {got}, {compiles(log)} compiles"
+    return refused(first)
+
+
 def probe_full_disk(tmp: str) -> str:
     """ENOSPC, injected in a worker into each step of the store's write path (the staging
     directory, moving the compiler's outputs, writing entry.json, the publishing rename): one
@@ -444,6 +548,27 @@ def probe_full_disk(tmp: str) -> str:
     if got != "OK" or len(JitStore(store).entries()) != 1:
         return f"FINDING: with room again: {got}"
     return refused(first)
+
+
+def probe_full_disk_in_the_compile(tmp: str) -> str:
+    """The disk fills while the compile process writes its outputs (into the store's working
+    directory): the compiler dies with a traceback; the app must say it in one line (the
+    cache's directory, the cause, the fix), leave nothing staged, and compile once there is
+    room."""
+    index = write_index(os.path.join(tmp, "site"))
+    store = os.path.join(tmp, "jit")
+    with environ(FAKE_COMPILER_ENOSPC="1"):
+        e = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
+    if "\n" in e or "No space left" not in e or "free space" not in e:
+        return f"FINDING: {len(e.splitlines())} lines: {e.splitlines()[-1:]!r}"
+    left = os.listdir(os.path.join(store, "v1", ".tmp"))
+    if left or JitStore(store).entries():
+        return f"FINDING: left {left} in .tmp or published an entry"
+    gc.collect()
+    got = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
+    if got != "FINDING: no error" or len(JitStore(store).entries()) != 1:
+        return f"FINDING: with room again: {got}"
+    return refused(e)
 
 
 BAD_SIZES = ["abc", " ", "-1", "1e9", "0x10", "1.2.3", "10 XB", "9" * 400, "nan", "1G;rm"]
@@ -496,7 +621,11 @@ def test_jit_cache_probes() -> None:
             ("8 processes, bound of 1.5 entries", in_tmp(probe_concurrent_tiny_bound)),
             ("stale dist/codegen index", in_tmp(probe_stale_codegen)),
             ("read-only cache dir", in_tmp(probe_read_only_cache)),
+            ("read-only shared cache: a hit", in_tmp(probe_read_only_cache_hit)),
+            ("write-lock files after compiles", in_tmp(probe_write_locks_left)),
+            ("valid entry unreadable (EMFILE, EACCES)", in_tmp(probe_unreadable_entry_kept)),
             ("full disk (ENOSPC injected)", in_tmp(probe_full_disk)),
+            ("full disk in the compile process", in_tmp(probe_full_disk_in_the_compile)),
             ("bad GPU_RUNTIME_JIT_CACHE_SIZE", in_tmp(probe_bad_size_setting)),
         ],
     )

@@ -131,6 +131,64 @@ def jit_fallback_for_a_kernel_the_bundle_lacks() -> str:
         return finding("a kernel absent from a trusted bundle was JIT-compiled and loaded")
 
 
+def manifest_deleted(what: str) -> Callable[[], str]:
+    """A signed bundle's `cache/manifest.json` (or all of cache/) deleted, the app's kernel index
+    at hand (a `jit_fallback=True` bundle), the app run from its bundle ($PEX beside cache/)."""
+
+    def probe() -> str:
+        with lab() as lb:
+            index = os.path.join(lb.tmp, "site")
+            jit.write_index(index, "saxpy", jit.SAXPY_SRC, {jit.SAXPY_SRC: b"saxpy v1"})
+            log = os.path.join(lb.tmp, "compiles.log")
+            lb.mp.setenv("FAKE_COMPILER_LOG", log)
+            lb.mp.setattr("gpu_runtime.api.find_compiler", jit.fake_compiler)
+            lb.mp.setattr("gpu_runtime.jit.cache.find_compiler", jit.fake_compiler)
+            lb.mp.delenv("GPU_RUNTIME_CACHE", raising=False)
+            lb.mp.setenv("PEX", os.path.join(os.path.dirname(lb.cache), "app.pex"))
+            if what == "cache/":
+                shutil.rmtree(lb.cache)
+            else:
+                os.remove(os.path.join(lb.cache, MANIFEST_NAME))
+            backend = FakeBackend()
+            try:
+                cache = gpu_runtime.open_cache(kernels_path=[index], backend=backend)
+                cache.kernel("saxpy").load()
+            except GpuRuntimeError as e:
+                if os.path.exists(log) or backend.loads:
+                    return finding(f"compiled or loaded before refusing: {e}")
+                if "JIT mode" not in str(e) or "refusing" not in str(e):
+                    return finding(f"refused without saying JIT mode is refused: {e}")
+                return refused(e)
+            return finding(f"JIT mode loaded code no signature covers: {backend.loads[:1]}")
+
+    return probe
+
+
+def jit_fallback_signed_key_not_checked() -> str:
+    """A signed `jit_fallback=True` bundle on a device that trusts no key (its signature is not
+    checked), a kernel the bundle lacks, a compiler at hand."""
+    with lab() as lb:
+        lb.mp.setattr("gpu_runtime.bundle.trust.pinned_keys", lambda: ())
+        index = os.path.join(lb.tmp, "site")
+        jit.write_index(index, "sobel", jit.SOBEL_SRC, {jit.SOBEL_SRC: b"sobel_magnitude v1"})
+        log = os.path.join(lb.tmp, "compiles.log")
+        lb.mp.setenv("FAKE_COMPILER_LOG", log)
+        lb.mp.setattr("gpu_runtime.api.find_compiler", jit.fake_compiler)
+        lb.mp.setattr("gpu_runtime.jit.cache.find_compiler", jit.fake_compiler)
+        backend = FakeBackend()
+        try:
+            gpu_runtime.open_cache(lb.cache, kernels_path=[index], backend=backend).kernel(
+                "sobel_magnitude"
+            ).load()
+        except GpuRuntimeError as e:
+            if os.path.exists(log) or backend.loads:
+                return finding(f"compiled first: {e}")
+            if "never JIT-compiled" not in str(e):
+                return finding(f"refused without saying why: {e}")
+            return refused(e)
+        return finding("a signed bundle's missing kernel was JIT-compiled (unsigned code)")
+
+
 # -- the environment and the pinned keys -----------------------------------------------------
 def env_pinned_keys(value: Callable[[Lab], str], attack: str) -> Callable[[], str]:
     """$GPU_RUNTIME_PINNED_KEYS set to `value`, with the bundle tampered per `attack`."""
@@ -271,6 +329,9 @@ def same_verdict(tamper: Callable[[Lab], None]) -> Callable[[], str]:
 PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("jit fallback: trusted bundle, sm_80 GPU, compiler present", jit_fallback_on_an_uncovered_gpu),
     ("jit fallback: kernel absent from trusted bundle", jit_fallback_for_a_kernel_the_bundle_lacks),
+    ("signed bundle, manifest.json deleted, index at hand", manifest_deleted("manifest")),
+    ("signed bundle, cache/ deleted, index at hand", manifest_deleted("cache/")),
+    ("jit_fallback: signed bundle, key not checked here", jit_fallback_signed_key_not_checked),
     ("env PINNED_KEYS empty, unsigned bundle", env_pinned_keys(lambda lb: "", "unsign")),
     ("env PINNED_KEYS empty, re-hashed manifest", env_pinned_keys(lambda lb: "", "rehash")),
     (

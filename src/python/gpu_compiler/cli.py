@@ -49,7 +49,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
-from gpu_spec.capabilities import check_max_registers
+from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.compile_report import failure_line
 from gpu_spec.errors import SpecError
 
@@ -147,16 +147,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def capabilities_of(values: Sequence[str]) -> List[str]:
-    """The ``--capability`` values, comma lists split, in the order given; duplicates refused."""
+def capabilities_of(values: Sequence[str], option: str = "--capability") -> List[str]:
+    """The ``--capability`` values, comma lists split, in the order given; duplicates refused.
+
+    Each must be a known capability (gpu_spec's table, as `compile_source` checks it) before
+    anything else sees it: a value later goes into messages and regular expressions, where
+    text like ``sm_90\\Q`` (from stdin, say) would be read as an escape."""
     capabilities: List[str] = []
     for value in values:
         for capability in value.split(","):
             capability = capability.strip()
             if not capability:
-                raise argparse.ArgumentTypeError("empty capability in --capability %r" % (value,))
+                raise argparse.ArgumentTypeError("empty capability in %s %r" % (option, value))
+            try:
+                parse_capability(capability)
+            except SpecError as e:
+                raise argparse.ArgumentTypeError("%s: %s" % (option, e)) from None
             if capability in capabilities:
-                raise argparse.ArgumentTypeError("--capability %s given twice" % (capability,))
+                raise argparse.ArgumentTypeError("%s %s given twice" % (option, capability))
             capabilities.append(capability)
     return capabilities
 
@@ -176,9 +184,11 @@ def grouped_failures(failures: Sequence[Tuple[str, str]]) -> List[str]:
         groups.setdefault(key, ([], message))[0].append(capability)
     reports = []
     for capabilities, message in groups.values():
-        named = ", ".join(capabilities)  # sm_NN, ...: no backslash for re.sub to expand
+        named = ", ".join(capabilities)
         first = re.compile(r"\b%s\b" % re.escape(capabilities[0]))
-        reports.append(failure_line(capabilities, first.sub(named, message)))
+        # backslashes doubled: the template then gives the names literally, never as escapes
+        literal = named.replace("\\", "\\\\")
+        reports.append(failure_line(capabilities, first.sub(literal, message)))
     return reports
 
 
@@ -239,7 +249,13 @@ def _compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         line = sys.stdin.readline().strip()
         if not line:  # the caller went away or no longer needs it: nothing was asked
             return 0
-        capabilities = _capabilities_or_exit([line], parser)
+        try:
+            capabilities = capabilities_of([line], "the capability read from stdin")
+        except argparse.ArgumentTypeError as e:
+            # One line for JIT mode to report as it is; exit 1, not argparse's 2 naming the
+            # flag, which JIT mode reads as a compiler that predates --capability-from-stdin.
+            sys.stderr.write("gpu_compiler compile: error: %s\n" % (e,))
+            return 1
     results: Dict[str, CompileResult] = {}
     failures: List[Tuple[str, str]] = []
     # Every capability is tried, so the report names all that fail, not only the first. With

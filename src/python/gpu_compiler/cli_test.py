@@ -360,6 +360,20 @@ def test_cli_usage_error_exits_2(tmp_path):
     assert p.returncode == 2 and "--capability sm_90 given twice" in p.stderr
     p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o", "--capability", "sm_90,")
     assert p.returncode == 2 and "empty capability" in p.stderr
+    p = _run(sandbox, "compile", "--source", "x.py", "--out-dir", "o", "--capability", "sm_9\\Q")
+    assert p.returncode == 2 and "invalid GPU capability 'sm_9\\\\Q'" in p.stderr
+
+
+def test_capabilities_are_checked_before_any_regex_sees_them():
+    """A capability from stdin went into `re.sub` as a template: `sm_90\\Q` was a re.error."""
+    from gpu_compiler.cli import capabilities_of, grouped_failures
+
+    for bad in ("sm_90\\Q", "sm_\\1", "sm_9x"):
+        with pytest.raises(Exception, match="invalid GPU capability") as e:
+            capabilities_of(["sm_90," + bad], "the capability read from stdin")
+        assert "\n" not in str(e.value)
+    # and the grouping takes a name literally even so
+    assert grouped_failures([("sm_\\1", "sm_\\1: boom")])[0].count("sm_\\1") >= 1
 
 
 def test_versions_and_wheel_libraries_only(tmp_path):

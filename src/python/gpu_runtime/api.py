@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional, Sequence
 
-from gpu_runtime.bundle.locate import find_cache, not_found_message
+from gpu_runtime.bundle.locate import candidate_locations, find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
+from gpu_runtime.bundle.trust import trusted_keys
 from gpu_runtime.driver.device import start_cuda_in_background
-from gpu_runtime.errors import CacheNotFoundError
+from gpu_runtime.errors import CacheNotFoundError, UntrustedBundleError
 from gpu_runtime.jit.compiler import find_compiler
 from gpu_runtime.logs import log
 from gpu_runtime.runtime import KernelCache
+from gpu_spec.signature import describe_keys
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
 
@@ -51,12 +53,21 @@ def open_cache(
         # A device bundle has no compiler: then nothing is ever compiled, strict or not, and
         # its start-up does not even read the kernel index.
         fallback = not strict and find_compiler() is not None
-        if fallback and trust.trusted:
-            # A bundle signed by a trusted key never falls back to JIT mode: no signature covers
-            # the compiler ($GPU_RUNTIME_TOOLCHAIN or the interpreter's) nor the JIT cache's
-            # entries, so a compile (or a cache hit) would load bytes nothing vouches for.
-            # What it lacks is refused in one line instead (`KernelCache(signed_by=...)`).
-            return KernelCache(manifest, root, backend, prefer=prefer, signed_by=trust.key_id)
+        if fallback and trust.status != "unsigned":
+            # A signed bundle never falls back to JIT mode, whether its key is trusted here or
+            # not checked (no key trusted on this device; a bundle built with `jit_fallback=True`
+            # carries the kernels' sources): no signature covers the compiler
+            # ($GPU_RUNTIME_TOOLCHAIN or the interpreter's) nor the JIT cache's entries, so a
+            # compile (or a cache hit) would load bytes nothing vouches for. What it lacks is
+            # refused in one line instead (`KernelCache(signed_by=...)`).
+            return KernelCache(
+                manifest,
+                root,
+                backend,
+                prefer=prefer,
+                signed_by=trust.key_id,
+                signature_checked=trust.trusted,
+            )
         sources = _jit_sources(kernels_path) if fallback else {}
         jit = None
         if sources:  # JIT mode's cache, imported only where a kernel may be compiled
@@ -69,6 +80,7 @@ def open_cache(
             except JitCacheError as e:  # the bundle still runs; only its gaps are not filled
                 log.warning("gpu_runtime: no JIT fallback for bundle %s: %s", root, e)
         return KernelCache(manifest, root, backend, prefer=prefer, jit=jit)
+    _refuse_jit_if_keys_trusted(path)
     sources = {} if strict else _jit_sources(kernels_path)
     if sources:
         if own_backend:  # the driver's start overlaps what comes next (a no-op if begun)
@@ -77,6 +89,25 @@ def open_cache(
 
         return JitKernelCache(sources, backend, prefer=prefer)
     raise CacheNotFoundError(not_found_message(strict=strict))
+
+
+def _refuse_jit_if_keys_trusted(path: Optional[str]) -> None:
+    """No bundle was found: refuse JIT mode where keys are pinned into the app or trusted here.
+
+    An app with pinned keys is a signed bundle's app; with its cache/manifest.json deleted, JIT
+    mode would compile (or take from the JIT cache) code that no signature covers. So where any
+    key is trusted, only a signed bundle runs, and a missing manifest is refused in one line.
+    """
+    keys = trusted_keys()
+    if not keys:
+        return
+    looked = "; ".join(d for _, d, _ in candidate_locations(path)) or "nowhere"
+    ids = f"{describe_keys([k for k, _ in keys])} ({'; '.join(sorted({h for _, h in keys}))})"
+    raise UntrustedBundleError(
+        f"no cache/manifest.json found (looked in: {looked}), and this app trusts only bundles "
+        f"signed by key {ids}: refusing JIT mode, which no signature covers; copy the whole bundle "
+        f"directory again, or run the app with `pants run` to use JIT mode"
+    )
 
 
 def _jit_sources(kernels_path: Optional[Sequence[str]]) -> Mapping[str, Any]:

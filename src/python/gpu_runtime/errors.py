@@ -51,6 +51,12 @@ class IncompleteBundleError(IntegrityError, NoCompatibleVariantError):
     """
 
 
+class DriverTooOldError(NoCompatibleVariantError):
+    """The bundle holds code for this GPU, but all of it needs a newer driver than the device's:
+    the message names the CUDA version needed and the one the driver supports (never "add the
+    capability" or "the bundle is incomplete", which would be wrong advice)."""
+
+
 class KernelNotFoundError(GpuRuntimeError, KeyError):
     """No kernel of the requested name, or the name is ambiguous across libraries."""
 

@@ -24,6 +24,7 @@ from gpu_runtime.bundle.lookup import (
 from gpu_runtime.bundle.selection import KINDS, Choice
 from gpu_runtime.errors import (
     AmbiguousKernelError,
+    DriverTooOldError,
     IncompleteBundleError,
     KernelNotFoundError,
     NoCompatibleVariantError,
@@ -64,6 +65,7 @@ class KernelCache:
         origin: str = "bundle",
         jit: Optional["KernelCache"] = None,
         signed_by: Optional[str] = None,
+        signature_checked: bool = True,
     ) -> None:
         if backend is None:
             from gpu_runtime.driver.device import CudaBackend
@@ -82,9 +84,11 @@ class KernelCache:
         # JIT fallback (not strict, a compiler at hand): kernels or capabilities the bundle
         # lacks are compiled instead of failing.
         self._jit = jit
-        # A trusted signed bundle opened where JIT mode could compile (the key id): what it
-        # lacks is refused in one line that says why nothing is compiled (see api.open_cache).
+        # A signed bundle opened where JIT mode could compile (the key id; its signature
+        # checked against a trusted key, or not when no key is trusted here): what it lacks is
+        # refused in one line that says why nothing is compiled (see api.open_cache).
         self._signed_by = signed_by
+        self._signature_checked = signature_checked
         self._compiled: Dict[
             Tuple[str, Optional[str]], Kernel
         ] = {}  # names the JIT fallback serves
@@ -198,8 +202,9 @@ class KernelCache:
         return f"bundle {self._manifest.bundle!r} ({self._root})"
 
     def _no_jit_reason(self) -> str:
+        how = "a trusted key" if self._signature_checked else "a key (not checked here)"
         return (
-            f"a bundle signed by a trusted key (here {self._signed_by}) is never JIT-compiled, "
+            f"a bundle signed by {how} (here {self._signed_by}) is never JIT-compiled, "
             f"since no signature covers a compile"
         )
 
@@ -268,8 +273,8 @@ class KernelCache:
                 bundle=self._manifest.bundle,
                 fix=self._fix_hint(),
             )
-        except IncompleteBundleError:
-            raise
+        except (IncompleteBundleError, DriverTooOldError):
+            raise  # neither a capability the bundle lacks nor one JIT mode could add
         except NoCompatibleVariantError:
             if self._signed_by is None:
                 raise

@@ -6,7 +6,9 @@ changes the output, and, as numba's and NVRTC's do, from the environment variabl
 change codegen (NUMBA_*, CUDA_*, NVRTC_*, NVVM_*, LD_*, any case), so that one that leaks
 into the compile shows in its bytes. $FAKE_COMPILER_LOG gets a line per compile,
 $FAKE_COMPILER_SLEEP widens race windows, $FAKE_COMPILER_CODE is the fingerprint's code hash,
-$FAKE_COMPILER_FAIL fails. `--capability-from-stdin` reads the capability as gpu_compiler does.
+$FAKE_COMPILER_FAIL fails, $FAKE_COMPILER_ENOSPC fails writing its outputs as on a full
+disk (a traceback, as a real compiler's). `--capability-from-stdin` reads the capability as
+gpu_compiler does.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     md = make_metadata(args.source, language, modules, args.capability, content=content)
     out = os.path.join(args.out_dir, args.capability)
     os.makedirs(out)
+    if os.environ.get("FAKE_COMPILER_ENOSPC"):
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), out)
     for m in md["modules"]:
         for kind in ("ptx", "cubin"):
             with open(os.path.join(out, m[kind]), "wb") as binary:

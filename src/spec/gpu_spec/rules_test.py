@@ -163,6 +163,7 @@ def test_standard_library_only():
         "json",
         "os",
         "re",
+        "stat",
         "typing",
     }
     for path in sorted(pathlib.Path(__file__).parent.rglob("*.py")):

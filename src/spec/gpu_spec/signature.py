@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence, Tuple
 
+from gpu_spec.safe_read import FileReadError, loads_json
+
 ALGORITHM = "ed25519"
 PINNED_KEYS_ENV = "GPU_RUNTIME_PINNED_KEYS"  # no longer read: ignored, with a warning
 TRUSTED_KEYS_ENV = "GPU_RUNTIME_TRUSTED_KEYS"
@@ -112,7 +114,9 @@ class Signature:
 
 def parse_signature(raw: bytes, origin: str) -> Signature:
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = loads_json(raw, origin)
+    except FileReadError as e:
+        raise SignatureFormatError(str(e)) from e
     except (UnicodeDecodeError, ValueError) as e:
         raise SignatureFormatError(f"{origin} is not a JSON signature file: {e}") from e
     if not isinstance(doc, dict) or doc.get("algorithm") != ALGORITHM:

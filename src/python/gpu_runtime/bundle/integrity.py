@@ -14,6 +14,7 @@ from typing import Mapping, Optional
 
 from gpu_runtime.errors import IntegrityError
 from gpu_spec.paths import check_relpath
+from gpu_spec.safe_read import MAX_CACHE_FILE_BYTES, FileReadError, read_regular_file
 
 
 def resolve_in_cache(
@@ -89,8 +90,9 @@ def read_verified(
     try:
         if path is None:
             raise FileNotFoundError(relpath)
-        with open(path, "rb") as f:
-            data = f.read()
+        data = read_regular_file(path, MAX_CACHE_FILE_BYTES, "cache file")
+    except FileReadError as e:  # swapped for a FIFO or a device since it was located
+        raise IntegrityError(str(e)) from None
     except FileNotFoundError:
         path = path or os.path.join(os.fspath(root), *relpath.split("/"))
         raise IntegrityError(

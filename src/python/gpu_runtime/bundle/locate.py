@@ -6,7 +6,8 @@ import os
 import sys
 from typing import List, Mapping, Optional, Tuple
 
-from gpu_runtime.errors import CacheNotFoundError
+from gpu_runtime.errors import CacheNotFoundError, UntrustedBundleError
+from gpu_spec.bundle_files import SIGNATURE_NAME
 from gpu_spec.manifest.model import MANIFEST_NAME
 
 ENV_CACHE = "GPU_RUNTIME_CACHE"
@@ -61,11 +62,19 @@ def find_cache(
     """The cache directory (holding manifest.json), or None if no candidate has one.
 
     Raises CacheNotFoundError if an explicit location (argument or $GPU_RUNTIME_CACHE) has no
-    manifest.json: an explicit choice never silently falls back.
+    manifest.json: an explicit choice never silently falls back. Raises UntrustedBundleError
+    if a candidate holds a signature (manifest.json.sig) but no manifest: that is a signed
+    bundle with its manifest deleted, and JIT mode there would load code no signature covers.
     """
     for how, d, explicit in candidate_locations(path, environ, argv0):
         if os.path.isfile(os.path.join(d, MANIFEST_NAME)):
             return d
+        if os.path.lexists(os.path.join(d, SIGNATURE_NAME)):
+            raise UntrustedBundleError(
+                f"{d} ({how}) holds a signed bundle's {SIGNATURE_NAME} but no {MANIFEST_NAME}: "
+                f"refusing to load it or to fall back to JIT mode, which no signature covers; "
+                f"copy the whole bundle directory again"
+            )
         if explicit:
             raise CacheNotFoundError(
                 f"no {MANIFEST_NAME} in {d} (given as the {how}); point it at the cache/ "

@@ -16,13 +16,16 @@ from gpu_runtime.errors import ManifestError, manifest_errors
 from gpu_runtime.logs import log
 from gpu_spec.manifest.model import MANIFEST_NAME, Manifest
 from gpu_spec.manifest.parse import loads_manifest
+from gpu_spec.safe_read import MAX_MANIFEST_BYTES, FileReadError, read_regular_file
 
 
 def read_manifest_bytes(root: str) -> bytes:
+    """The manifest's bytes: a regular file of sane size only (a FIFO would block forever)."""
     path = os.path.join(root, MANIFEST_NAME)
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_regular_file(path, MAX_MANIFEST_BYTES, "bundle manifest")
+    except FileReadError as e:
+        raise ManifestError(str(e)) from e
     except OSError as e:
         raise ManifestError(f"cannot read {path}: {e.strerror or e}") from e
 

@@ -12,7 +12,6 @@ no key pinned never loads it.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Sequence, Tuple
@@ -21,6 +20,7 @@ from gpu_runtime.errors import UntrustedBundleError
 from gpu_runtime.logs import log
 from gpu_spec.bundle_files import SIGNATURE_NAME
 from gpu_spec.ed25519 import verify as verify_ed25519
+from gpu_spec.safe_read import MAX_SIGNATURE_BYTES, FileReadError, loads_json, read_regular_file
 from gpu_spec.signature import (
     PINNED_KEYS_ENV,
     PINNED_KEYS_MODULE,
@@ -43,8 +43,8 @@ SIGN_FIX = (
 
 def bundle_name(raw: bytes, root: str) -> str:
     """The manifest's "bundle" (for messages only), read before the manifest is trusted."""
-    try:
-        name = json.loads(raw.decode("utf-8")).get("bundle")
+    try:  # nesting checked first: this runs on bytes not yet parsed (or trusted)
+        name = loads_json(raw, "manifest").get("bundle")
     except (ValueError, UnicodeDecodeError, AttributeError):
         name = None
     return f"{name!r} ({root})" if isinstance(name, str) and name else repr(root)
@@ -121,12 +121,16 @@ def check_trust(raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]) -> Tru
     sits beside the manifest.
     """
     sig_path = os.path.join(root, SIGNATURE_NAME)
-    try:
-        with open(sig_path, "rb") as f:
-            sig_raw: Optional[bytes] = f.read()
+    try:  # a regular file of sane size only: a FIFO there would block the app forever
+        sig_raw: Optional[bytes] = read_regular_file(sig_path, MAX_SIGNATURE_BYTES, "signature")
     except FileNotFoundError:
         sig_raw = None
-    except OSError as e:  # a directory, a FIFO, no permission: the signature cannot be read
+    except FileReadError as e:  # a directory, a FIFO, a device, too big
+        raise UntrustedBundleError(
+            f"bundle {bundle_name(raw, root)}: cannot read its signature: {e} (or copy the "
+            f"whole bundle again)"
+        ) from None
+    except OSError as e:  # no permission: the signature cannot be read
         raise UntrustedBundleError(
             f"bundle {bundle_name(raw, root)}: cannot read its signature {sig_path} "
             f"({e.strerror or e}): refusing to load it; copy the whole bundle again"

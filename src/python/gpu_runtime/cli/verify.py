@@ -42,8 +42,12 @@ NOT_VERIFIED = 3
 
 
 def file_sha256(path: str) -> str:
+    """The sha256 of the regular file `path` (FileReadError for a FIFO, device or directory:
+    one swapped in after `locate_file` looked would block verify forever)."""
+    from gpu_spec.safe_read import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path, "bundle file") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
@@ -69,6 +73,7 @@ def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
     from gpu_runtime.bundle.integrity import locate_file
     from gpu_runtime.errors import IntegrityError
     from gpu_spec.bundle_files import CACHE_DIR, split_cache_path
+    from gpu_spec.safe_read import FileReadError
 
     out = []
     for path, digest in digests.items():
@@ -84,7 +89,11 @@ def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
         if real is None:
             out.append(f"missing: {path}")
             continue
-        actual = file_sha256(real)
+        try:
+            actual = file_sha256(real)
+        except (OSError, FileReadError) as e:
+            out.append(f"refused: {path}: {getattr(e, 'strerror', None) or e}")
+            continue
         if actual != digest:
             out.append(f"changed: {path} (sha256 {actual}, the manifest says {digest})")
     return sorted(out, key=lambda line: not line.startswith("missing: "))

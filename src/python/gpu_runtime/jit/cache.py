@@ -21,6 +21,7 @@ ends: no prune, here or in another process, removes it under a running app.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -41,7 +42,7 @@ from gpu_runtime.jit.compiler import (
 )
 from gpu_runtime.jit.key import jit_key
 from gpu_runtime.jit.sources import JitSource
-from gpu_runtime.jit.store import Entry, JitCacheError, JitStore, parse_size
+from gpu_runtime.jit.store import Entry, JitCacheError, JitStore, parse_size, write_error
 from gpu_runtime.runtime import KernelCache
 from gpu_spec.capabilities import CAPABILITY_MIN_PTX_ISA
 from gpu_spec.manifest.build import build_manifest
@@ -49,6 +50,13 @@ from gpu_spec.manifest.model import Manifest
 from gpu_spec.manifest.parse import parse_manifest
 
 log = logging.getLogger("gpu_runtime")
+
+# How a compile process's report shows that the filesystem it wrote to is full.
+_FULL_DISK_MARKS = (
+    (errno.ENOSPC, ("[Errno 28]", os.strerror(errno.ENOSPC))),
+    (errno.EDQUOT, ("[Errno 122]", os.strerror(errno.EDQUOT))),
+)
+_MIN_FREE_BYTES = 64 * 1024  # less free than this beside a failed compile: the disk is full
 
 ENV_JIT_CACHE_SIZE = "GPU_RUNTIME_JIT_CACHE_SIZE"
 DEFAULT_JIT_CACHE_SIZE = "1G"
@@ -106,9 +114,9 @@ class JitKernelCache(KernelCache):
     ) -> None:
         self._bound = cache_bound()  # a bad setting fails here, before any compile
         self._store = store or JitStore()
-        self._store.open()  # a read-only or unusable cache fails here too
+        self._store.open()  # an unusable cache fails here; a read-only one serves hits only
         # Entries this process uses, held until it ends (or this cache is collected).
-        self._held: Dict[str, IO[bytes]] = {}
+        self._held: Dict[str, Optional[IO[bytes]]] = {}
         empty = Manifest(
             bundle="jit", driver="0.0", capabilities=(), toolchains={}, libraries=(), files={}
         )
@@ -215,7 +223,8 @@ class JitKernelCache(KernelCache):
                     fingerprint=fingerprint,
                 )
 
-            early = None if self._compiled_before(key_for) else self._start(src, compiler)
+            speculate = self._store.read_only is None and not self._compiled_before(key_for)
+            early = self._start(src, compiler) if speculate else None
         except BaseException:
             capability()
             raise
@@ -255,6 +264,7 @@ class JitKernelCache(KernelCache):
         if entry is not None:
             self._store.touch(key)
             return entry, False
+        self._store.check_writable()  # a miss in a read-only cache: refused before compiling
         with self._store.lock(key):
             entry = self._store.load(key)  # another process may have compiled it meanwhile
             if entry is not None:
@@ -286,6 +296,8 @@ class JitKernelCache(KernelCache):
                 return
             except EarlyStartUnsupported as e:
                 log.info("gpu_runtime: %s; compiling the usual way", e)
+            except JitCompileError as e:
+                raise self._full_disk(e, src) from None
         work = self._store.work_dir()
         try:
             out = os.path.join(work, "out")
@@ -296,8 +308,29 @@ class JitKernelCache(KernelCache):
                 what=f"compiling {src.source} (target {src.target}) for {capability}",
             )
             _collect(out, capability, staged, what)
+        except JitCompileError as e:
+            raise self._full_disk(e, src) from None
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+    def _full_disk(self, e: JitCompileError, src: JitSource) -> Exception:
+        """A compile that failed because the JIT cache's filesystem is full (the compiler's
+        outputs go there) as the store's one-line JitCacheError; any other failure as it is.
+
+        The compiler process reports a full disk as its own traceback (dozens of lines, the
+        cause at the end); the store's free space, or the errno's text in that report, tells."""
+        text = str(e)
+        try:
+            st = os.statvfs(self._store.root)
+            # (no inodes left counts only where the filesystem counts them: btrfs says 0 of 0)
+            full = st.f_bavail * st.f_frsize < _MIN_FREE_BYTES or 0 == st.f_favail < st.f_files
+        except (OSError, AttributeError):
+            full = False
+        code = next((c for c, marks in _FULL_DISK_MARKS if any(m in text for m in marks)), None)
+        if not full and code is None:
+            return e
+        cause = OSError(code or errno.ENOSPC, os.strerror(code or errno.ENOSPC))
+        return write_error(self._store.root, cause, f"compiling {src.source} into it")
 
     def _add(self, name: str, src: JitSource, entry: Entry) -> None:
         with manifest_errors():

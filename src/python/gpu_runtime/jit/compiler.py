@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
+from gpu_spec.safe_read import MAX_INDEX_BYTES, FileReadError, read_regular_file
 
 ENV_TOOLCHAIN = "GPU_RUNTIME_TOOLCHAIN"
 
@@ -207,13 +208,12 @@ def _pex_info(path: str) -> Optional[bytes]:
     import zipfile  # here: only a toolchain PEX needs it
 
     try:
-        if os.path.isdir(path):
-            with open(os.path.join(path, "PEX-INFO"), "rb") as f:
-                return f.read()
-        if zipfile.is_zipfile(path):
+        if os.path.isdir(path):  # a regular file only: a FIFO there would hang the app
+            return read_regular_file(os.path.join(path, "PEX-INFO"), MAX_INDEX_BYTES, "PEX-INFO")
+        if os.path.isfile(path) and zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as z:
                 return z.read("PEX-INFO")
-    except (OSError, KeyError, zipfile.BadZipFile):
+    except (OSError, KeyError, zipfile.BadZipFile, FileReadError):
         return None
     return None
 

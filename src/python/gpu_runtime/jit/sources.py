@@ -19,7 +19,6 @@ taken from the index as it is.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import re
@@ -30,6 +29,13 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from gpu_runtime.errors import GpuRuntimeError
 from gpu_spec.errors import SpecError
 from gpu_spec.jit_index import INDEX_SUFFIX, JIT_DIR, parse_jit_entry
+from gpu_spec.safe_read import (
+    MAX_INDEX_BYTES,
+    MAX_SOURCE_BYTES,
+    FileReadError,
+    load_json_file,
+    read_regular_file,
+)
 
 log = logging.getLogger("gpu_runtime")
 
@@ -77,11 +83,11 @@ class JitSource:
         counts as a match (the compile then reports the error)."""
         word = re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(name.encode()) + rb"(?![A-Za-z0-9_])")
         for path in self.files:
+            full = os.path.join(self.root, *path.split("/"))
             try:
-                with open(os.path.join(self.root, *path.split("/")), "rb") as f:
-                    if word.search(f.read()):
-                        return True
-            except OSError:
+                if word.search(read_regular_file(full, MAX_SOURCE_BYTES, "kernel input")):
+                    return True
+            except (OSError, FileReadError):
                 return True
         return False
 
@@ -100,15 +106,16 @@ class StaleIndexError(GpuRuntimeError):
 
 
 def _sha256_of(full: str, src: JitSource, what: str) -> str:
-    try:
-        with open(full, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError as e:
+    try:  # a regular file only: a FIFO among a kernel's inputs would hang the app
+        data = read_regular_file(full, MAX_SOURCE_BYTES, "kernel input")
+    except (OSError, FileReadError) as e:
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise GpuRuntimeError(
-            f"JIT mode: {full}, {what} {src.target} listed by {src.index}, cannot "
-            f"be read ({e.strerror or e}): re-run `pants export-codegen` (checkout) or "
-            f"`pants run`/`pants test`, which write it"
+            f"JIT mode: {full}, {what} {src.target} listed by {src.index}, cannot be read "
+            f"({cause}): re-run `pants export-codegen` (checkout) or `pants run`/`pants test`, "
+            f"which write it"
         ) from None
+    return hashlib.sha256(data).hexdigest()
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -134,9 +141,9 @@ def _live_roots(search_path: Sequence[str], source_root: str) -> Tuple[str, ...]
 
 def _load_entry(index: str, root: str, search_path: Sequence[str]) -> JitSource:
     try:
-        with open(index, "rb") as f:
-            data = parse_jit_entry(json.loads(f.read().decode("utf-8")), origin=index)
-    except (OSError, ValueError, SpecError) as e:
+        doc = load_json_file(index, MAX_INDEX_BYTES, "kernel index entry")
+        data = parse_jit_entry(doc, origin=index)
+    except (OSError, ValueError, SpecError) as e:  # FileReadError is a ValueError
         raise GpuRuntimeError(
             f"JIT mode: cannot read the kernel index entry {index}: {e}: regenerate it "
             f"(`pants export-codegen` for a checkout; `pants run`/`pants test` write their own)"

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
+from gpu_spec.safe_read import MAX_INDEX_BYTES, load_json_file, open_regular
 
 log = logging.getLogger("gpu_runtime")
 
@@ -85,35 +86,61 @@ class Entry:
 
 
 def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """The sha256 of the regular file `path` (FileReadError for a FIFO or device in an entry)."""
+    h = hashlib.sha256()
+    with open_regular(path, "JIT cache file") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# A cache directory that exists but refuses writes: shared read-only (a read-only mount, another
+# user's cache). Its entries still serve hits; only a miss, which must write, is refused.
+_READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class JitStore:
     def __init__(self, root: Optional[str] = None) -> None:
         self.root = os.path.join(root or default_root(), f"v{STORE_SCHEMA}")
+        # Set by `open` when the cache exists but cannot be written: the one-line error a
+        # write (a miss) raises; None while the store is writable.
+        self.read_only: Optional[JitCacheError] = None
 
     def _dir(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
 
     # -- reading ----------------------------------------------------------------------------
     def load(self, key: str) -> Optional[Entry]:
-        """The verified entry, or None if absent; a corrupt one is discarded (and None)."""
+        """The verified entry, or None if absent; a corrupt one is discarded (and None).
+
+        Only proof of corruption discards an entry: a file it lists that is missing, not a
+        regular file, or not the bytes entry.json says, or JSON that does not parse. An entry
+        that merely cannot be read now (EMFILE, EACCES, EIO: this process's limits or
+        permissions, not the entry) is kept, and the error is one JitCacheError line: deleting
+        it would throw away another process's valid compile, and compiling it again would fail
+        to publish beside it."""
         path = self._dir(key)
         if not os.path.isdir(path):
             return None
         try:
             return self._verified(key, path)
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (FileNotFoundError, ValueError, KeyError, TypeError) as e:
+            # ValueError includes FileReadError (a FIFO, a device, too big, nested too deep),
+            # UnicodeDecodeError and JSONDecodeError.
             log.warning(
                 "gpu_runtime: JIT cache entry %s is corrupt (%s): compiling it again", path, e
             )
             self._discard(path)
             return None
+        except OSError as e:
+            raise JitCacheError(
+                f"JIT mode: cannot read the JIT cache entry {path} ({e.strerror or e}); it was "
+                f"kept: fix the cache's permissions (or raise the open-file limit, `ulimit -n`) "
+                f"or set ${ENV_JIT_CACHE} to a directory of your own"
+            ) from None
 
     def _verified(self, key: str, path: str) -> Entry:
-        with open(os.path.join(path, ENTRY_FILE), "rb") as f:
-            info = json.loads(f.read().decode("utf-8"))
+        info = load_json_file(os.path.join(path, ENTRY_FILE), MAX_INDEX_BYTES, "JIT cache entry")
         if info.get("schema") != STORE_SCHEMA or info.get("key") != key:
             raise ValueError(f"{ENTRY_FILE} is not this key's (schema {info.get('schema')!r})")
         files: Dict[str, str] = info["files"]
@@ -127,8 +154,9 @@ class JitStore:
             if _sha256(full) != digest:
                 raise ValueError(f"{name} does not match its sha256 in {ENTRY_FILE}")
             size += os.path.getsize(full)
-        with open(os.path.join(path, "metadata.json"), "rb") as f:
-            metadata = json.loads(f.read().decode("utf-8"))
+        metadata = load_json_file(
+            os.path.join(path, "metadata.json"), MAX_INDEX_BYTES, "JIT cache metadata"
+        )
         return Entry(key, path, info, metadata, size, os.stat(path).st_mtime)
 
     def touch(self, key: str) -> None:
@@ -141,13 +169,25 @@ class JitStore:
             keys = [k for k in os.listdir(self.root) if not k.startswith(".")]
         except OSError:
             return []
-        found = [e for e in (self.load(k) for k in sorted(keys)) if e is not None]
+        found = []
+        for k in sorted(keys):
+            try:
+                entry = self.load(k)
+            except JitCacheError as e:  # unreadable now, not corrupt: kept, and not listed
+                log.warning("gpu_runtime: %s", e)
+                continue
+            if entry is not None:
+                found.append(entry)
         return sorted(found, key=lambda e: (e.last_use, e.key))
 
     # -- writing ----------------------------------------------------------------------------
     def open(self) -> None:
-        """Checks now, when the cache opens, that entries can be written here: a read-only or
-        unusable directory is one JitCacheError line, not a traceback after a compile."""
+        """Checks now, when the cache opens, that entries can be written here: an unusable
+        directory is one JitCacheError line, not a traceback after a compile.
+
+        A cache that exists but is read-only (a shared cache on a read-only mount, one whose
+        permissions forbid writing) opens for reading: hits are served, and `read_only` is the
+        error a miss raises before anything is compiled (`check_writable`)."""
         try:
             for sub in (".tmp", ".locks"):
                 os.makedirs(self._dir(sub), exist_ok=True)
@@ -156,27 +196,50 @@ class JitStore:
                 pass
             os.remove(probe)
         except OSError as e:
-            raise write_error(self.root, e, "a test write") from None
+            error = write_error(self.root, e, "a test write")
+            if e.errno in _READ_ONLY_ERRNOS and os.path.isdir(self.root):
+                self.read_only = error
+                log.info("gpu_runtime: %s; serving its entries read-only", error)
+                return
+            raise error from None
+
+    def check_writable(self) -> None:
+        """Raises the one-line JitCacheError of a read-only cache (before a compile)."""
+        if self.read_only is not None:
+            raise JitCacheError(str(self.read_only))
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        """Exclusive among the processes that write `key` (readers need no lock)."""
+        """Exclusive among the processes that write `key` (readers need no lock).
+
+        The lock file `.locks/<key>.lock` is removed by its holder once the write is done, so
+        the cache does not gather one per key ever compiled; a process that waited on the
+        removed file sees that by its inode and takes the lock on a new one (`_flocked`)."""
+        path = self._dir(".locks", key + ".lock")
         try:
             os.makedirs(self._dir(".locks"), exist_ok=True)
-            f = open(self._dir(".locks", key + ".lock"), "a")
+            f = self._flocked(path, fcntl.LOCK_EX)
         except OSError as e:
             raise write_error(self.root, e, "creating a lock") from None
+        assert f is not None  # a blocking flock
         with f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             try:
                 yield
             finally:
+                with contextlib.suppress(OSError):
+                    os.remove(path)  # still held: a waiter re-opens (by inode)
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
     def _use_lock(self, key: str, how: int) -> Optional[IO[bytes]]:
         """`.locks/<key>.use`, flocked `how`; None when LOCK_NB finds it taken. Re-opened when
         an evicter unlinked the file while this process waited for it (checked by inode)."""
-        path = self._dir(".locks", key + ".use")
+        return self._flocked(self._dir(".locks", key + ".use"), how)
+
+    @staticmethod
+    def _flocked(path: str, how: int) -> Optional[IO[bytes]]:
+        """`path` opened and flocked `how`; None when LOCK_NB finds it taken. Re-opened when
+        the file was unlinked (or replaced) while this process waited for it: a lock on an
+        unlinked file would exclude nobody."""
         while True:
             f = open(path, "ab")
             try:
@@ -192,14 +255,17 @@ class JitStore:
                 return f
             f.close()
 
-    def hold(self, key: str) -> IO[bytes]:
+    def hold(self, key: str) -> Optional[IO[bytes]]:
         """Marks `key` in use until the returned file is closed (or the process exits): prune
         and clear skip it. Take it before looking the entry up, so that it cannot be evicted
-        between the look-up and its use."""
+        between the look-up and its use. None in a read-only cache, where no lock file can be
+        made (nor any entry pruned by this process)."""
         try:
             os.makedirs(self._dir(".locks"), exist_ok=True)
             held = self._use_lock(key, fcntl.LOCK_SH)
         except OSError as e:
+            if self.read_only is not None or e.errno in _READ_ONLY_ERRNOS:
+                return None
             raise write_error(self.root, e, "creating a lock") from None
         assert held is not None  # a blocking flock
         return held
@@ -335,7 +401,22 @@ class JitStore:
             evicted.append((key, size))
         for stale in (".tmp", ".trash"):
             self._sweep(self._dir(stale))
+        self._sweep_write_locks()
         return evicted
+
+    def _sweep_write_locks(self) -> None:
+        """Removes `.locks/*.lock` files no writer holds (left by a crash, or by a gpu_runtime
+        that never removed them), each under its own lock, as `lock` removes its own."""
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self._dir(".locks")):
+                if not name.endswith(".lock"):
+                    continue
+                path = self._dir(".locks", name)
+                with contextlib.suppress(OSError):
+                    f = self._flocked(path, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    if f is not None:
+                        with f:
+                            os.remove(path)
 
     def _sweep(self, path: str, older_than_s: float = 3600.0) -> None:
         """Leftovers of crashed writers (a live writer's staging dir is younger than this)."""

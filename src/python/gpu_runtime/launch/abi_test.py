@@ -427,3 +427,32 @@ def test_inf_nan_and_the_largest_float32_still_pass():
     assert p.image == struct.pack("<fff", float("inf"), big, -big)
     p = pack_numba_args(numba_kernel([S("float32")]), [float("nan")])
     assert np.isnan(struct.unpack("<f", p.image)[0])
+
+
+def test_values_no_kernel_can_take_are_refused_in_one_line():
+    """Issue 30: each was packed as given (an address 2**64 - 1, a bool byte of 2, a null
+    pointer, an interface version whose fields may mean something else)."""
+    c = KernelSpec(name="f", entry="f", abi="c", params=("u64", "u8"), c_types=("float*", "bool"))
+    nb = numba_kernel([A("float32", 1), S("bool")])
+    cases = [
+        (pack_c_args, c, [-1, True], "-1 is not a device address"),
+        (pack_c_args, c, [PTR, 2], "expected a bool, got the integer 2"),
+        (pack_c_args, c, [PTR, np.uint8(3)], "expected a bool, got the integer 3"),
+        (pack_numba_args, nb, [FakeDeviceArray((4,), np.float32, PTR), 2], "the integer 2"),
+        (pack_numba_args, nb, [FakeDeviceArray((4,), np.float32, 0), True], "null device array"),
+        (
+            pack_numba_args,
+            nb,
+            [FakeDeviceArray((4,), np.float32, PTR, version=99), True],
+            "version 99",
+        ),
+    ]
+    for pack, kernel, args, message in cases:
+        with pytest.raises(DispatchError, match=message) as e:
+            pack(kernel, args)
+        assert "\n" not in str(e.value)
+    # what stays accepted: 0/1 and bools for a bool, an empty array with no data, version 2
+    pack_c_args(c, [PTR, 1])
+    pack_c_args(c, [0, np.bool_(False)])
+    pack_numba_args(nb, [FakeDeviceArray((0,), np.float32, 0), 0])
+    pack_numba_args(nb, [FakeDeviceArray((4,), np.float32, PTR, version=2), 1])

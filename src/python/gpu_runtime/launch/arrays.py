@@ -19,6 +19,11 @@ from gpu_runtime.errors import DispatchError
 from gpu_spec.dtypes import describe_dtype
 from gpu_spec.manifest.model import ArgSpec
 
+# The __cuda_array_interface__ versions whose fields this module reads as they are (v3 adds
+# "stream", which a launch on the caller's stream needs no help with); a later version may
+# change a field's meaning, so it is refused rather than guessed at.
+CAI_VERSIONS = (0, 1, 2, 3)
+
 
 @dataclass(frozen=True)
 class ArrayView:
@@ -108,6 +113,13 @@ def array_view(obj: Any) -> Optional[ArrayView]:
         strides = cai.get("strides")
     except (KeyError, TypeError, ValueError) as e:
         raise DispatchError(f"malformed __cuda_array_interface__ on {what}: {e}") from e
+    version = cai.get("version")
+    if version is not None and (isinstance(version, bool) or version not in CAI_VERSIONS):
+        raise DispatchError(
+            f"__cuda_array_interface__ version {version!r} of {what} is not one this runtime "
+            f"reads ({', '.join(map(str, CAI_VERSIONS))}): its meaning may differ; pass an "
+            f"array whose library speaks version 3"
+        )
     if cai.get("mask") is not None:
         raise DispatchError(f"masked device arrays are not supported ({what})")
     if not dtype.isnative and dtype.itemsize > 1:
@@ -119,8 +131,18 @@ def array_view(obj: Any) -> Optional[ArrayView]:
         raise DispatchError(
             f"__cuda_array_interface__ of {what}: {len(shape)} dims but {len(strides)} strides"
         )
+    address = int(ptr or 0)
+    if address < 0 or address >= 1 << 64:
+        raise DispatchError(
+            f"__cuda_array_interface__ of {what}: data pointer {address} is no address"
+        )
+    if address == 0 and 0 not in shape:  # only an empty array may have no data (the spec)
+        raise DispatchError(
+            f"{what} is a null device array (data pointer 0, shape {shape}): it was freed or "
+            f"never allocated; pass an allocated device array"
+        )
     return ArrayView(
-        ptr=int(ptr or 0), shape=shape, strides=strides, dtype=dtype, readonly=bool(readonly)
+        ptr=address, shape=shape, strides=strides, dtype=dtype, readonly=bool(readonly)
     )
 
 

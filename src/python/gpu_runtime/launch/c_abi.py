@@ -83,6 +83,12 @@ def _check_declared(ctype: str, value: Any, what: str) -> None:
     """What the PTX type cannot tell: a pointer's element dtype, an integer's signedness."""
     pointee = c_pointee_dtype(ctype)
     if pointee is not None:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if int(value) < 0:  # packed as 64 bits, -1 would be the address 0xffff...ffff
+                raise DispatchError(
+                    f"{what}: {int(value)} is not a device address (a pointer is >= 0)"
+                )
+            return
         view = array_view(value)
         if view is not None:
             why = dtype_fits(pointee, view.dtype)
@@ -93,6 +99,14 @@ def _check_declared(ctype: str, value: Any, what: str) -> None:
                 )
         return
     dtype = c_scalar_dtype(ctype)
+    if dtype == "bool" and isinstance(value, (int, np.integer)):
+        if not isinstance(value, (bool, np.bool_)) and int(value) not in (0, 1):
+            # C++ reads a bool byte of 2 as neither true nor false (undefined behaviour)
+            raise DispatchError(
+                f"{what}: expected a bool, got the integer {int(value)}; pass True/False "
+                f"(or 0/1)"
+            )
+        return
     if (
         dtype in INT_RANGES
         and isinstance(value, (int, np.integer))

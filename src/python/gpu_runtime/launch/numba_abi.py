@@ -45,6 +45,12 @@ from gpu_runtime.launch.scalars import (
 from gpu_spec.manifest.model import ArgSpec, KernelSpec
 
 
+def _bool_error(what: str, value: Any) -> str:
+    """An integer other than 0 and 1 for a bool: most likely a count or a mask passed by
+    mistake, whose truth value would be taken silently (an int flag is 0 or 1)."""
+    return f"{what}: expected a bool, got the integer {int(value)}; pass True/False (or 0/1)"
+
+
 def numba_scalar_values(dtype_name: str, value: Any, what: str) -> List[PackedValue]:
     """The PTX-typed values numba passes for one scalar argument."""
     value = unwrap_0d(value)
@@ -54,6 +60,8 @@ def numba_scalar_values(dtype_name: str, value: Any, what: str) -> List[PackedVa
     if dt.kind == "b":
         if not isinstance(value, (bool, np.bool_, int, np.integer)):
             raise DispatchError(f"{what}: expected a bool, got {describe_value(value)} {value!r}")
+        if not isinstance(value, (bool, np.bool_)) and int(value) not in (0, 1):
+            raise DispatchError(_bool_error(what, value))
         return [("u8", 1 if value else 0)]
     if dt.kind in "iu":
         v = to_int(value, what)

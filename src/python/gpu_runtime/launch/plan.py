@@ -27,14 +27,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from gpu_runtime.driver.devarray import DeviceArray
-from gpu_runtime.launch.arrays import array_view, c_strides, contiguity
+from gpu_runtime.launch.arrays import CAI_VERSIONS, array_view, c_strides, contiguity
 from gpu_runtime.launch.numba_abi import (
     numba_array_values,
     numba_pointer_value,
     numba_scalar_values,
 )
 from gpu_runtime.launch.param_buffer import ParamBuffer
-from gpu_runtime.launch.params import PackedArgs, PackedValue, parse_param_type
+from gpu_runtime.launch.params import PackedArgs, PackedValue, build_image, parse_param_type
 from gpu_runtime.launch.repack import DEVARRAY, OTHER, SCALAR, Step, compile_repack
 from gpu_runtime.launch.scalars import scalar_dtype
 from gpu_spec.c_types import c_scalar_dtype
@@ -64,6 +64,8 @@ def _array_key(t: type, cai: Any) -> Optional[Tuple[Any, ...]]:
     typestr, shape = cai["typestr"], cai["shape"]
     if cai.get("mask") is not None:
         return None  # masks: the checked path refuses them
+    if cai.get("version", 3) not in CAI_VERSIONS or not (cai["data"][0] or 0 in shape):
+        return None  # an unknown version, a null array: the checked path refuses them
     strides = cai.get("strides")
     ndim = len(shape)
     if strides is None:  # C order: F-contiguous too when at most one extent is not 1
@@ -214,8 +216,8 @@ def _numba_arg(spec: Any, value: Any, what: str) -> Tuple[List[PackedValue], Opt
     dt = scalar_dtype(str(spec.dtype))
     if len(vals) != 1:
         return vals, None
-    if dt.kind == "b":
-        return vals, (["?"], _scalar)
+    if dt.kind == "b":  # a bool-typed pattern only: struct's "?" would take 2 as True
+        return vals, ((["?"], _scalar) if isinstance(value, (bool, np.bool_)) else None)
     if dt.kind in "iu":
         return vals, ([_int_code(vals[0][0][0], dt.itemsize * 8)], _scalar)
     if dt.kind == "f" and dt.itemsize in (4, 8):
@@ -246,6 +248,8 @@ def _c_arg(ptext: str, value: Any, ctype: Optional[str] = None) -> Optional[tupl
     if pt.kind == "f":
         return (["f" if pt.bits == 32 else "d"], _scalar)
     declared = c_scalar_dtype(ctype) if ctype is not None else None
+    if declared == "bool" and not isinstance(value, (bool, np.bool_)):
+        return None  # an int for a bool: only the checked path refuses 2 (np.int64 patterns)
     signed = pt.kind == "s" or (declared is not None and declared.startswith("int"))
     code = _int_code("s" if signed else "u", pt.bits)
     if pt.bits == 64 and not isinstance(value, (int, np.integer)):
@@ -283,7 +287,7 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
     """The plan for launching `func` with arguments of the pattern of `args`, which the checked
     path packed into `packed` (so every argument is known to fit)."""
     values, parts = _per_arg(kernel, args)
-    if kernel.abi == "numba" and tuple(values) != packed.values:
+    if kernel.abi == "numba" and not _same_packing(values, packed):
         raise AssertionError(f"{kernel.describe()}: the plan disagrees with the ABI's packing")
     coop = kernel.cooperative
     if any(p is None for p in parts):
@@ -296,6 +300,16 @@ def build_plan(func: Any, kernel: KernelSpec, args: Sequence[Any], packed: Packe
         steps = tuple(_step(part, ex) for part, ex in zip(key, extractors))
         plan.set_steps(steps, _single_writes(parts, packed))
     return plan
+
+
+def _same_packing(values: Sequence[PackedValue], packed: PackedArgs) -> bool:
+    """Whether `values` pack to the bytes of `packed`: the types alike and the byte images equal.
+
+    Compared as bytes, not as values: a NaN scalar is unequal to itself (so comparing values
+    refused every NaN launch), and -0.0 equals 0.0 though their bits differ."""
+    if [t for t, _ in values] != [t for t, _ in packed.values]:
+        return False
+    return build_image(values).image == packed.image
 
 
 def _single_writes(parts: Sequence[Any], packed: PackedArgs) -> Tuple[Any, ...]:

@@ -51,7 +51,7 @@ NUMBA_CASES = [
     ([A("float64", 3, "F")], [arr((2, 3, 4), "float64", strides=(8, 16, 48))]),
     ([S("int8"), S("uint16"), S("int32"), S("uint64")], [-3, 65535, np.int32(-7), 2**64 - 1]),
     ([S("bool"), S("int64"), S("float64")], [True, np.int64(-(2**63)), np.float32(1.5)]),
-    ([S("bool")], [7]),  # numba passes any true value as 1
+    ([S("bool")], [np.bool_(True)]),  # an int other than 0/1 is refused (abi_test)
     ([S("uint8"), A("uint8", 1), S("float32")], [np.uint8(9), arr((0,), "uint8", 0), 1e-40]),
 ]
 
@@ -334,3 +334,22 @@ def test_capture_ends_and_discards_on_error(cache, fake_backend):
     with pytest.raises(DeviceError, match="legacy default stream"):
         with cache.capture(None):
             pass
+
+
+@pytest.mark.parametrize("value", [float("nan"), np.float32("nan"), np.float64("-nan"), -0.0])
+def test_nan_and_negative_zero_scalars_build_a_plan_and_launch(cache, fake_backend, value):
+    """The plan is checked against the ABI's packing as bytes: NaN != NaN as a value."""
+    k = cache.kernel("saxpy")
+    out, x = vec(8), vec(8, ptr=PTR + 64)
+    for _ in range(2):  # the first launch builds the plan, the second takes it
+        k.launch(1, 32, out, value, x, x)
+        assert fake_backend.launches[-1][5] == params(k.pack(out, value, x, x))
+    assert len(k._plans) == 1
+    got = struct.unpack("<f", fake_backend.launches[-1][5][7])[0]  # after 7 array params
+    assert np.isnan(got) if np.isnan(value) else str(got) == "-0.0"
+
+
+def test_plan_packing_check_compares_bytes():
+    kernel = numba_kernel([S("float32")])
+    packed = pack_args(kernel, [float("nan")])
+    assert build_plan("f", kernel, [float("nan")], packed).fast

@@ -7,7 +7,6 @@ so that a hand-edited or truncated bundle is explained in one go. The library en
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
@@ -17,6 +16,7 @@ from gpu_spec.manifest.checker import SHA256_RE, Checker, short
 from gpu_spec.manifest.entries import parse_capability_field, parse_library
 from gpu_spec.manifest.model import MANIFEST_NAME, SCHEMA_VERSION, Library, Manifest
 from gpu_spec.paths import check_relpath
+from gpu_spec.safe_read import MAX_MANIFEST_BYTES, FileReadError, loads_json, read_regular_file
 from gpu_spec.versions import is_version
 
 
@@ -155,8 +155,9 @@ def load_manifest(path: Union[str, "os.PathLike[str]"]) -> Manifest:
     if os.path.isdir(path):
         path = os.path.join(path, MANIFEST_NAME)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        raw = read_regular_file(path, MAX_MANIFEST_BYTES, "bundle manifest")
+    except FileReadError as e:
+        raise ManifestError(str(e)) from e
     except OSError as e:
         raise ManifestError(f"cannot read {path}: {e.strerror or e}") from e
     return loads_manifest(raw, origin=path)
@@ -165,7 +166,9 @@ def load_manifest(path: Union[str, "os.PathLike[str]"]) -> Manifest:
 def loads_manifest(raw: bytes, origin: str = "manifest") -> Manifest:
     """Validate the bytes of a manifest.json (those a signature was checked on)."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = loads_json(raw, origin)
+    except FileReadError as e:  # nested too deeply: already one line naming the file
+        raise ManifestError(str(e)) from e
     except (UnicodeDecodeError, ValueError) as e:
         raise ManifestError(f"{origin} is not valid JSON: {e}") from e
     return parse_manifest(data, origin=origin)
