@@ -162,6 +162,27 @@ def _blocking(head: str, before: Callable[[Lab], None] = lambda lab: None) -> Ca
     return run
 
 
+def _exits() -> Callable[[], str]:
+    """A numba module that calls sys.exit(0) at import: refused at that line, not a compile
+    that exits 0 having written nothing."""
+    probe = _py(lambda lab: "import sys\n\nsys.exit(0)\n")
+
+    def run() -> str:
+        result = probe()
+        want = "refused: sm_90: k/k.py:3: error: the kernel module called sys.exit(0) while"
+        return (
+            result
+            if result.startswith(want)
+            else "FINDING: expected %r, got %s"
+            % (
+                want,
+                result,
+            )
+        )
+
+    return run
+
+
 def _fifo_beside_the_kernel(lab: Lab) -> None:
     os.makedirs(os.path.join(lab.repo, "k"), exist_ok=True)
     os.mkfifo(os.path.join(lab.repo, "k", "fifo"))
@@ -203,6 +224,7 @@ PROBES = [
         ),
     ),
     ("numba: import loops forever", _blocking("while True:\n    pass\n")),
+    ("numba: sys.exit(0) at import", _exits()),
     (
         "include: comment between # and include",
         _cu(lambda lab: '#/* c */include "%s"\n' % lab.host("host.cuh")),

@@ -158,6 +158,25 @@ class SourceImporter:
             sys.modules.pop(name, None)
         importlib.invalidate_caches()
 
+    def _exited(self, e: SystemExit) -> CompileError:
+        """A kernel module that exits while imported would end the compile with nothing
+        written and, for `sys.exit(0)`, a success: said instead, at the line that exited."""
+        shown = os.path.normpath(self.source_path)
+        line = None
+        tb = e.__traceback__
+        while tb is not None:
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(shown):
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        where = "%s:%d" % (shown, line) if line else shown
+        return CompileError(
+            "%s: error: the kernel module called sys.exit(%r) while it was imported; fix: a "
+            "kernel module is imported to be typed and must not exit (keep script code under "
+            '`if __name__ == "__main__":`)' % (where, e.code),
+            source=shown,
+            line=line,
+        )
+
     def load(self) -> Any:
         self.purge()
         spec = importlib.util.spec_from_file_location(self.module_name, self.source_path)
@@ -172,6 +191,9 @@ class SourceImporter:
         with self._guard, lazy_eager_jit():
             try:
                 spec.loader.exec_module(module)
+            except SystemExit as e:
+                self._guard.raise_refusal()
+                raise self._exited(e) from None
             except BaseException:
                 self._guard.raise_refusal()  # the refusal is the cause, whatever it led to
                 raise
