@@ -4,10 +4,10 @@ The shipped capabilities are taken from the compiles of each kernel's whole capa
 process per kernel source and toolchain), so a bundle reuses the cache entries of
 `pants package` on its kernels.
 
-Each compile's files go to `cache/<variant_dir>/` (`gpu_spec.paths`), and `cache/manifest.json`
-(`gpu_spec.manifest.build`) lists them with their sha256, which the runtime checks on the device,
-and the app PEX's ("bundle_files"): the compiles run beside the PEX build, and the manifest is
-written once both are done.
+Each compile's files go to `cache/<variant_dir>/` (`gpu_spec.manifest.paths`), and
+`cache/manifest.json` (`gpu_spec.manifest.build`) lists them with their sha256, which the runtime
+checks on the device, and the app PEX's ("bundle_files"): the compiles run beside the PEX build,
+and the manifest is written once both are done.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.errors import ManifestError
 from gpu_spec.manifest.build import build_manifest
 from gpu_spec.manifest.model import MANIFEST_NAME, dumps_manifest
+from gpu_spec.manifest.paths import variant_dir
 from gpu_spec.metadata import METADATA_FILE
-from gpu_spec.paths import variant_dir
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 
 from gpu_spec.manifest.build import build_manifest
 from gpu_spec.manifest.model import MANIFEST_NAME, dumps_manifest
-from gpu_spec.paths import variant_dir
+from gpu_spec.manifest.paths import variant_dir
 from gpu_spec.ptx_isa import min_driver_for_ptx
 
 TOOLCHAIN = {"cuda": "13.0", "numba-cuda": "0.30.4", "nvrtc": "13.0.88", "nvjitlink": "13.0.88"}

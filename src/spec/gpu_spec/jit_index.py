@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Tuple
 
 from gpu_spec.errors import SpecError
 from gpu_spec.manifest.checker import NAME_RE, SHA256_RE
-from gpu_spec.paths import check_relpath
+from gpu_spec.manifest.paths import check_relpath
 
 JIT_DIR = "__gpu_kernels__"
 JIT_INDEX_SCHEMA = 2

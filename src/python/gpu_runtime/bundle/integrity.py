@@ -13,7 +13,7 @@ import stat
 from typing import Mapping, Optional
 
 from gpu_runtime.errors import IntegrityError
-from gpu_spec.paths import check_relpath
+from gpu_spec.manifest.paths import check_relpath
 from gpu_spec.safe_read import MAX_CACHE_FILE_BYTES, FileReadError, read_regular_file
 
 

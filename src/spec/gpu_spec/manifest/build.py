@@ -16,8 +16,8 @@ from gpu_spec.errors import ManifestError, SpecError
 from gpu_spec.manifest.checker import NAME_RE, SHA256_RE
 from gpu_spec.manifest.model import SCHEMA_VERSION
 from gpu_spec.manifest.parse import parse_manifest
+from gpu_spec.manifest.paths import check_relpath, variant_dir
 from gpu_spec.metadata import METADATA_SCHEMA_VERSION, REQUIRED_KEYS
-from gpu_spec.paths import check_relpath, variant_dir
 
 Versions = Dict[str, Optional[str]]
 

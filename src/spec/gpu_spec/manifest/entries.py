@@ -22,8 +22,8 @@ from gpu_spec.manifest.model import (
     Variant,
     ptx_link_kind,
 )
+from gpu_spec.manifest.paths import check_relpath
 from gpu_spec.metadata import ABIS, LANGUAGES
-from gpu_spec.paths import check_relpath
 from gpu_spec.ptx_isa import min_driver_for_ptx
 
 

@@ -12,8 +12,8 @@ from gpu_spec.errors import ManifestError
 from gpu_spec.manifest.build import build_manifest
 from gpu_spec.manifest.model import SCHEMA_VERSION, dumps_manifest
 from gpu_spec.manifest.parse import load_manifest, parse_manifest
+from gpu_spec.manifest.paths import check_relpath, variant_dir
 from gpu_spec.metadata import REQUIRED_KEYS
-from gpu_spec.paths import check_relpath, variant_dir
 
 
 def built():

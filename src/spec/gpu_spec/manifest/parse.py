@@ -15,7 +15,7 @@ from gpu_spec.errors import ManifestError
 from gpu_spec.manifest.checker import SHA256_RE, Checker, short
 from gpu_spec.manifest.entries import parse_capability_field, parse_library
 from gpu_spec.manifest.model import MANIFEST_NAME, SCHEMA_VERSION, Library, Manifest
-from gpu_spec.paths import check_relpath
+from gpu_spec.manifest.paths import check_relpath
 from gpu_spec.safe_read import MAX_MANIFEST_BYTES, FileReadError, loads_json, read_regular_file
 from gpu_spec.versions import is_version
 
