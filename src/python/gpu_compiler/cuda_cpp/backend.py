@@ -105,7 +105,7 @@ def _missing_header(m: "re.Match[str]", system_dirs: Sequence[str]) -> CompileEr
             shown,
             line,
             name,
-            ", ".join(toolchain_headers.shown(d) or d for d in system_dirs) or "none",
+            toolchain_headers.describe(system_dirs),
             lacks,
             fix,
         ),

@@ -123,14 +123,17 @@ def missing_sets() -> List[str]:
     return [_WHEELS[n] for n in CUDA_HEADER_SETS if not _in_site_packages(n)]
 
 
-def _site_roots() -> List[str]:
-    """The interpreter's library directories (site-packages, stdlib), longest first."""
-    import gpu_spec
-    from gpu_compiler.numba.import_guard import toolchain_roots
+def _site_roots() -> Tuple[str, ...]:
+    """The interpreter's library directories (site-packages, stdlib), longest first; found once
+    per process (`relabel` runs on every PTX and log)."""
+    if "roots" not in _cache:
+        import gpu_spec
+        from gpu_compiler.numba.import_guard import toolchain_roots
 
-    ours = os.path.dirname(os.path.abspath(gpu_spec.__file__))
-    roots = [r for r in toolchain_roots() if r not in (ours, os.path.realpath(ours))]
-    return sorted(roots, key=len, reverse=True)
+        ours = os.path.dirname(os.path.abspath(gpu_spec.__file__))
+        roots = [r for r in toolchain_roots() if r not in (ours, os.path.realpath(ours))]
+        _cache["roots"] = tuple(sorted(roots, key=len, reverse=True))
+    return _cache["roots"]
 
 
 def shown(path: str) -> Optional[str]:
@@ -162,9 +165,10 @@ def escapes(name: str, dirs: Sequence[str]) -> Optional[str]:
     return None
 
 
-def describe() -> str:
-    """The directories, for messages: ``<toolchain>/nvidia/cu13/include, ...``."""
-    return ", ".join(shown(d) or d for d in cuda_include_dirs()) or "none"
+def describe(dirs: Optional[Sequence[str]] = None) -> str:
+    """Header directories (default: the CUDA ones) for messages: ``<toolchain>/nvidia/...``."""
+    dirs = cuda_include_dirs() if dirs is None else dirs
+    return ", ".join(shown(d) or d for d in dirs) or "none"
 
 
 def reset_for_tests() -> None:
