@@ -504,7 +504,8 @@ class DeployBundleJitFallbackField(BoolField):
         Whether the app PEX also carries its kernels' sources (JIT mode's `__gpu_kernels__/`
         index), so that an unsigned bundle on a machine with the kernel compiler (numba-cuda
         or NVRTC in the app's requirements, or `$GPU_RUNTIME_TOOLCHAIN`) compiles on first use
-        what its `cache/` lacks for the GPU at hand.
+        what its `cache/` lacks for the GPU at hand. Refused on a signed bundle: its runtime
+        never compiles, since no signature covers a compiler or what it writes.
 
         Off by default: the bundle's app is then built from the `binary`'s dependencies *not
         reached through* `gpu_kernel` targets, so editing a kernel (or a header or module only

@@ -205,6 +205,21 @@ def pinned_keys_source(pinned_keys: Sequence[str]) -> FileContent:
     return FileContent(PINNED_KEYS_FILE, pinned_keys_module_source(pinned_keys).encode())
 
 
+def refuse_jit_fallback_if_signed(address: object, jit_fallback: bool, signed: bool) -> None:
+    """`jit_fallback` ships the kernels' sources for the runtime to compile; a signed bundle's
+    runtime never compiles (no signature covers the compiler, its output or the JIT cache: see
+    `gpu_runtime.api.open_cache`), so on a signed bundle the field would ship sources that are
+    never used, and read as a promise of a fallback that cannot happen. Refused at build time."""
+    if jit_fallback and signed:
+        raise DeployBundleError(
+            f"The deploy_bundle {address} sets `jit_fallback=True` and is signed "
+            f"(`[gpu-bundle-signing].key_file` is set): a signed bundle never JIT-compiles, "
+            f"since no signature covers the compiler or what it writes, so the kernels' "
+            f"sources would ship unused. Remove `jit_fallback=True`, or build this bundle "
+            f"unsigned (no `key_file`)."
+        )
+
+
 @dataclass(frozen=True)
 class AppSourcesRequest:
     binary: Address
@@ -237,6 +252,9 @@ async def app_sources(request: AppSourcesRequest) -> AppSources:
 @rule
 async def device_pex(request: DevicePexRequest) -> DevicePex:
     field_set, binary = request.field_set, request.binary
+    refuse_jit_fallback_if_signed(
+        field_set.address, field_set.jit_fallback.value, bool(request.pinned_keys)
+    )
     pex_field_set = device_pex_field_set(field_set, binary)
     built = await Get(PexFromTargetsRequestForBuiltPackage, PexBinaryFieldSet, pex_field_set)
     sources = [built.request.additional_sources] if built.request.additional_sources else []

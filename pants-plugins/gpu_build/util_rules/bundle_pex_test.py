@@ -12,7 +12,13 @@ from pants.engine.fs import Digest
 from pants.util.frozendict import FrozenDict
 
 from gpu_build.subsystems.bundle import DEFAULT_STRIP
-from gpu_build.util_rules.bundle_pex import OUT_DIR, pinned_keys_source, strip_process
+from gpu_build.util_rules.bundle_field_set import DeployBundleError
+from gpu_build.util_rules.bundle_pex import (
+    OUT_DIR,
+    pinned_keys_source,
+    refuse_jit_fallback_if_signed,
+    strip_process,
+)
 from gpu_spec.signature import SignatureFormatError, pinned_keys_of
 
 
@@ -62,3 +68,14 @@ def test_pinned_keys_are_a_module_of_the_app_that_the_runtime_reads_back() -> No
 def test_a_pinned_key_that_is_not_one_is_refused() -> None:
     with pytest.raises(SignatureFormatError, match="not an ed25519 public key"):
         pinned_keys_source(["'); import os; os.system('true'); ('"])
+
+
+def test_jit_fallback_on_a_signed_bundle_is_refused_naming_the_bundle_and_both_fixes() -> None:
+    refuse_jit_fallback_if_signed("src/app:bundle", jit_fallback=True, signed=False)
+    refuse_jit_fallback_if_signed("src/app:bundle", jit_fallback=False, signed=True)
+    with pytest.raises(DeployBundleError) as e:
+        refuse_jit_fallback_if_signed("src/app:bundle", jit_fallback=True, signed=True)
+    message = str(e.value)
+    assert "\n" not in message
+    assert "src/app:bundle" in message and "never JIT-compiles" in message
+    assert "Remove `jit_fallback=True`" in message and "unsigned" in message
