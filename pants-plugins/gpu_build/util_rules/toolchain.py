@@ -30,7 +30,7 @@ from pants.util.strutil import softwrap
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.util_rules import embedded_compiler
 from gpu_build.util_rules.embedded_compiler import EmbeddedCompiler, EmbeddedCompilerRequest
-from gpu_spec.ptx_isa import toolchain_ptx_isa
+from gpu_spec.ptx_isa import toolchain_ptx_isa, unknown_toolchain
 
 COMPILER_PACKAGE = "gpu_compiler"
 
@@ -53,8 +53,8 @@ class ToolchainSpec:
         isa = toolchain_ptx_isa(self.cuda)
         if isa is None:
             raise UnknownToolchainError(
-                f"GPU toolchain {self.name!r} says CUDA {self.cuda}, whose PTX ISA is not known "
-                f"to gpu_spec.ptx_isa; add it there."
+                f"GPU toolchain {self.name!r} of `[gpu-toolchains].toolchains`: "
+                f"{unknown_toolchain(self.cuda)}."
             )
         return isa
 

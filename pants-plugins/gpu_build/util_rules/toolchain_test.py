@@ -29,6 +29,7 @@ from gpu_build.util_rules.toolchain import (
     CompilerSources,
     ToolchainPexRequest,
     ToolchainSpec,
+    UnknownToolchainError,
     build_toolchain_pex,
 )
 
@@ -103,3 +104,14 @@ def test_the_toolchain_pex_is_built_from_the_entire_lockfile():
     requirements = request.requirements
     assert isinstance(requirements, PexRequirements), requirements
     assert requirements.from_superset == Resolve("cuda13", use_entire_lockfile=True)
+
+
+def test_a_toolchain_newer_than_the_ptx_isa_table_is_refused_by_name():
+    # CUDA 13.2 has no documented row in gpu_spec.ptx_isa: refused, not mapped to a guessed ISA.
+    spec = ToolchainSpec(name="cuda13_2", resolve="cuda13", cuda="13.2")
+    with pytest.raises(UnknownToolchainError) as e:
+        assert spec.ptx_isa is None  # raises
+    assert str(e.value).startswith(
+        "GPU toolchain 'cuda13_2' of `[gpu-toolchains].toolchains`: the toolchain's CUDA 13.2 is "
+        "not in gpu_spec's PTX ISA table (it knows CUDA 11.0 to 13.1)"
+    )

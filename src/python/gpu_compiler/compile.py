@@ -31,7 +31,12 @@ from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import LANG_CUDA, LANG_NUMBA
-from gpu_spec.ptx_isa import min_driver_for_ptx, toolchain_ptx_isa, validate_ptx_version
+from gpu_spec.ptx_isa import (
+    min_driver_for_ptx,
+    toolchain_ptx_isa,
+    unknown_toolchain,
+    validate_ptx_version,
+)
 
 __all__ = [
     "CompileOptions",
@@ -112,7 +117,14 @@ def compile_source(
 
     toolchain_isa = toolchain_ptx_isa(toolchain.cuda_version())
     requested_isa: Optional[str] = None
-    if options.ptx_version is not None and toolchain_isa is not None:
+    if options.ptx_version is not None:
+        if toolchain_isa is None:
+            # Not a guess at what the toolchain writes: the override cannot be checked.
+            raise CompileError(
+                "%s: error: ptx_version %s: %s"
+                % (source_path, options.ptx_version, unknown_toolchain(toolchain.cuda_version())),
+                source=source_path,
+            )
         # Fail fast, before the (slower) compile.
         requested_isa = _override_ptx_version(options.ptx_version, capability, toolchain_isa)
 

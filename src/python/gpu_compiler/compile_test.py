@@ -293,6 +293,15 @@ def test_ptx_version_too_new_refused():
         compile_source(KERNELS + "saxpy.py", "sm_90", _options("saxpy.py", ptx_version="9.9"))
 
 
+def test_ptx_version_with_a_toolchain_the_table_lacks_is_refused(monkeypatch):
+    # A CUDA 13.2 toolchain: the PTX ISA it writes is not guessed, so the override is refused.
+    from gpu_compiler import toolchain
+
+    monkeypatch.setattr(toolchain, "cuda_version", lambda: "13.2")
+    with pytest.raises(CompileError, match="CUDA 13.2 is not in gpu_spec's PTX ISA table"):
+        compile_source(KERNELS + "saxpy.py", "sm_90", _options("saxpy.py", ptx_version="8.5"))
+
+
 def test_ptx_version_too_old_refused():
     with pytest.raises(CompileError, match="too old for sm_90"):
         compile_source(KERNELS + "saxpy.py", "sm_90", _options("saxpy.py", ptx_version="7.4"))

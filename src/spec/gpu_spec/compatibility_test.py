@@ -34,10 +34,12 @@ CUBINS_13 = "cubins built by CUDA 13.0"
         ("13.0", "13.0", "9.0", []),
         ("13.0", "12.6", "8.5", []),
         ("13.0", "13.0", "7.8", []),
-        # ... but not PTX of a newer 13.x toolchain (ISA 9.5 needs 13.5), though its cubins load.
-        ("13.0", "13.5", "9.5", ["PTX ISA 9.5, which needs a CUDA 13.5 driver"]),
+        # ... but not PTX of a newer 13.x toolchain (ISA 9.1 needs 13.1), though its cubins load.
+        ("13.0", "13.1", "9.1", ["PTX ISA 9.1, which needs a CUDA 13.1 driver"]),
         # Exactly the minimum driver.
-        ("13.5", "13.5", "9.5", []),
+        ("13.1", "13.1", "9.1", []),
+        # A driver newer than any row loads every PTX ISA the table knows: no row needed.
+        ("13.9", "13.1", "9.1", []),
         # Two majors behind.
         (
             "11.8",
@@ -59,6 +61,14 @@ def test_driver_problems_numeric_not_lexical() -> None:
 def test_driver_problems_unknown_isa_is_an_error() -> None:
     with pytest.raises(ValueError, match="9.9"):
         driver_problems((13, 0), "13.0", "9.9")
+
+
+def test_driver_problems_newer_isa_than_known_is_refused_not_guessed() -> None:
+    # PTX ISA 9.2 (a CUDA 13.2 toolchain, undocumented here) is not mapped to a guessed driver.
+    with pytest.raises(
+        ValueError, match=r"newer than the newest gpu_spec knows \(9\.1, CUDA 13\.1\)"
+    ):
+        driver_problems((13, 5), "13.2", "9.2")
 
 
 def test_binary_compatibility():

@@ -3,6 +3,12 @@
 Sources: NVIDIA's PTX ISA release history (also mirrored in cuda-bindings' `_ptx_utils`). The
 tables are static on purpose: a BUILD-time answer must not depend on which CUDA libraries happen
 to be installed. PTX ISA 8.5 shipped with CUDA 12.5 and is also what 12.6 emits.
+
+Only rows NVIDIA documents are here (the PTX ISA document's "PTX ISA release history", and
+cuda-bindings' `_ptx_utils`, which ends at PTX ISA 9.1 = CUDA 13.1). A row nobody has seen would
+make a guess look like a rule: a newer toolchain or PTX ISA is refused by name, saying to add its
+row from NVIDIA's release notes, never mapped by extrapolation. (A newer *driver* needs no row:
+it loads every PTX ISA the table knows.)
 """
 
 from __future__ import annotations
@@ -42,10 +48,6 @@ PTX_ISA_MIN_DRIVER: Dict[str, str] = {
     "8.8": "12.9",
     "9.0": "13.0",
     "9.1": "13.1",
-    "9.2": "13.2",
-    "9.3": "13.3",
-    "9.4": "13.4",
-    "9.5": "13.5",
 }
 
 # Toolchain (NVVM/NVRTC) CUDA version -> the PTX ISA it writes into `.version`.
@@ -70,21 +72,41 @@ TOOLCHAIN_PTX_ISA: Dict[str, str] = {
     "12.9": "8.8",
     "13.0": "9.0",
     "13.1": "9.1",
-    "13.2": "9.2",
-    "13.3": "9.3",
-    "13.4": "9.4",
-    "13.5": "9.5",
 }
+
+
+NEWEST_PTX_ISA = max(PTX_ISA_MIN_DRIVER, key=parse_version)
+NEWEST_TOOLCHAIN = max(TOOLCHAIN_PTX_ISA, key=parse_version)
+ADD_ROW = (
+    "add its row to gpu_spec/ptx_isa.py from NVIDIA's PTX ISA release notes (the PTX ISA "
+    "document's release history)"
+)
 
 
 def min_driver_for_ptx(isa: str) -> str:
     """The oldest driver (`"12.4"`) that JIT-loads PTX `.version isa`."""
-    key = format_version(parse_version(isa))
+    version = parse_version(isa)
+    key = format_version(version)
     if key not in PTX_ISA_MIN_DRIVER:
+        if version > parse_version(NEWEST_PTX_ISA):
+            raise SpecError(
+                f"unknown PTX ISA version {isa!r}: newer than the newest gpu_spec knows "
+                f"({NEWEST_PTX_ISA}, CUDA {PTX_ISA_MIN_DRIVER[NEWEST_PTX_ISA]}), so the driver it "
+                f"needs is not known; {ADD_ROW}"
+            )
         raise SpecError(
             f"unknown PTX ISA version {isa!r}: known versions are {', '.join(PTX_ISA_MIN_DRIVER)}"
         )
     return PTX_ISA_MIN_DRIVER[key]
+
+
+def unknown_toolchain(cuda_version: str) -> str:
+    """Why a CUDA `cuda_version` toolchain, which `toolchain_ptx_isa` does not know, cannot be
+    used where its PTX ISA matters (one line, for the caller to prefix with what asked)."""
+    return (
+        f"the toolchain's CUDA {cuda_version} is not in gpu_spec's PTX ISA table (it knows CUDA "
+        f"11.0 to {NEWEST_TOOLCHAIN}), so the PTX ISA it writes is not known; {ADD_ROW}"
+    )
 
 
 def toolchain_ptx_isa(cuda_version: str) -> Optional[str]:

@@ -69,6 +69,7 @@ def test_min_ptx_isa_per_capability():
         ("8.7", "12.8"),
         ("8.8", "12.9"),
         ("9.0", "13.0"),
+        ("9.1", "13.1"),
     ],
 )
 def test_min_driver_for_ptx(isa, driver):
@@ -86,8 +87,20 @@ def test_toolchain_ptx_isa():
     assert ptx_isa.toolchain_ptx_isa("12.6") == "8.5"
     assert ptx_isa.toolchain_ptx_isa("12.5") == "8.5"
     assert ptx_isa.toolchain_ptx_isa("13.0") == "9.0"
+    assert ptx_isa.toolchain_ptx_isa("13.1") == "9.1"
     assert ptx_isa.toolchain_ptx_isa("99.9") is None
     assert ptx_isa.toolchain_ptx_isa("garbage") is None
+
+
+def test_only_documented_rows():
+    # NVIDIA documents PTX ISA 9.1 = CUDA 13.1 as the newest (the PTX ISA release history); no
+    # row beyond it is kept, so a newer toolchain or ISA is refused, never extrapolated.
+    assert ptx_isa.NEWEST_PTX_ISA == "9.1" and ptx_isa.NEWEST_TOOLCHAIN == "13.1"
+    for cuda in ("13.2", "13.3", "13.4", "13.5"):
+        assert ptx_isa.toolchain_ptx_isa(cuda) is None
+    with pytest.raises(ValueError, match="newer than the newest gpu_spec knows"):
+        ptx_isa.min_driver_for_ptx("9.2")
+    assert "CUDA 13.2 is not in gpu_spec's PTX ISA table" in ptx_isa.unknown_toolchain("13.2")
 
 
 def test_every_capability_isa_is_known_to_driver_table():
