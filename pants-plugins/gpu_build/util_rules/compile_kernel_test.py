@@ -23,6 +23,7 @@ from gpu_build.subsystems.toolchains import GpuToolchains, InvalidDefaultCapabil
 from gpu_build.target_types import GpuKernelTarget
 from gpu_build.util_rules.compile_kernel import (
     GpuKernelCompileError,
+    check_compile_outputs,
     check_ptx_version,
     compile_failure,
     process_batches,
@@ -245,6 +246,23 @@ def test_compile_failure_names_target_file_and_the_failing_capabilities() -> Non
     ), message
     every = str(compile_failure(address, source, ("sm_90",), CUDA13, stderr))
     assert every.startswith(f"Failed to compile {source} (target {KERNELS}:saxpy) for sm_90 with")
+
+
+def test_compile_outputs_without_metadata_are_refused_in_one_line() -> None:
+    address = Address(KERNELS, target_name="saxpy")
+    source = f"{KERNELS}/saxpy.py"
+    files = {"sm_87": ("saxpy.ptx", "saxpy.cubin", "metadata.json"), "sm_90": ("saxpy.ptx",)}
+    with pytest.raises(GpuKernelCompileError) as e:
+        check_compile_outputs(address, source, CUDA13, files, b"a log\n")
+    message = str(e.value)
+    assert message.startswith(
+        f"The compile of {source} (target {KERNELS}:saxpy) with the GPU toolchain 'cuda13' "
+        "wrote no metadata.json for sm_90 ("
+    ), message
+    assert "`[gpu-toolchains].compiler`" in message and "\n" not in message
+    with pytest.raises(GpuKernelCompileError, match="wrote nothing for sm_90"):
+        check_compile_outputs(address, source, CUDA13, {**files, "sm_90": ()}, b"a log\n")
+    check_compile_outputs(address, source, CUDA13, {"sm_87": files["sm_87"]}, b"")
 
 
 # -----------------------------------------------------------------------------------------------
