@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from pants.backend.python.dependency_inference.subsystem import UnownedDependencyUsage
+from pants.option.errors import OptionsError
 from pants.option.option_types import (
     BoolOption,
     DictOption,
@@ -17,8 +18,24 @@ from pants.option.option_types import (
     StrListOption,
     StrOption,
 )
+from pants.option.ranked_value import Rank
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
+
+from gpu_spec.capabilities import parse_capability, sort_capabilities
+from gpu_spec.errors import SpecError
+
+# Where an option's value came from, by its rank, for an error that says where to fix it.
+_SET_BY = {
+    Rank.FLAG: "set by the flag `--{scope}-{flag}`",
+    Rank.ENVIRONMENT: "set by the environment variable `PANTS_{env}`",
+    Rank.CONFIG: "set in a config file (`pants.toml`, or one `--pants-config-files` names)",
+    Rank.CONFIG_DEFAULT: "set in the `[DEFAULT]` section of a config file",
+}
+
+
+class InvalidDefaultCapabilitiesError(OptionsError):
+    """`[gpu-toolchains].default_capabilities` is not a list of known capabilities."""
 
 
 class GpuToolchains(Subsystem):
@@ -110,3 +127,27 @@ class GpuToolchains(Subsystem):
             """
         ),
     )
+
+    def checked_default_capabilities(self) -> tuple[str, ...]:
+        """`default_capabilities`, sorted; an invalid value is blamed on the option, named with
+        where it was set, since no target's `capabilities` field is at fault."""
+        value = tuple(self.default_capabilities)
+        try:
+            if not value:
+                raise SpecError("it is empty: list at least one capability")
+            for capability in value:
+                parse_capability(capability)
+        except SpecError as e:
+            raise InvalidDefaultCapabilitiesError(
+                f"The option `[gpu-toolchains].default_capabilities` "
+                f"({self._set_by('default_capabilities')}) has an invalid value: {e}. Fix the "
+                "option: it gives the capabilities of every `gpu_kernel` without a "
+                "`capabilities` field."
+            ) from e
+        return tuple(sort_capabilities(value))
+
+    def _set_by(self, option: str) -> str:
+        flag = option.replace("_", "-")
+        env = f"{self.options_scope}_{option}".replace("-", "_").upper()
+        where = _SET_BY.get(self.options.get_rank(option), "its default")
+        return where.format(scope=self.options_scope, flag=flag, env=env)

@@ -38,6 +38,7 @@ from gpu_build.util_rules.compile_kernel import (
     CompiledKernel,
     CompiledKernels,
     CompileKernelRequest,
+    missing_metadata_error,
 )
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.errors import ManifestError
@@ -77,6 +78,10 @@ async def compiled_kernel_files(kernel: CompiledKernel) -> CompiledKernelFiles:
         for e in entries
         if isinstance(e, FileEntry) and e.path != METADATA_FILE
     }
+    if not metadata:  # run_kernel_process checks it: a guard, not a second check
+        raise missing_metadata_error(
+            kernel.address, kernel.source, kernel.toolchain, (kernel.capability,)
+        )
     return CompiledKernelFiles(kernel, metadata[0].content, FrozenDict(sha256), files)
 
 

@@ -21,14 +21,7 @@ from pants.core.target_types import FileSourceField, ResourceSourceField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
 from pants.engine.collection import Collection
-from pants.engine.fs import (
-    EMPTY_DIGEST,
-    Digest,
-    DigestSubset,
-    MergeDigests,
-    PathGlobs,
-    RemovePrefix,
-)
+from pants.engine.fs import Digest, DigestSubset, MergeDigests, PathGlobs, RemovePrefix, Snapshot
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
@@ -51,6 +44,7 @@ from gpu_build.util_rules.toolchain import (
 )
 from gpu_spec.compile_report import failed_capabilities
 from gpu_spec.errors import SpecError
+from gpu_spec.metadata import METADATA_FILE
 from gpu_spec.ptx_isa import validate_ptx_version
 
 
@@ -155,6 +149,7 @@ class CompileKernelRequest:
 @dataclass(frozen=True)
 class CompiledKernel:
     address: Address
+    source: str  # the target's source file, relative to the build root
     capability: str
     toolchain: str
     # `<module>.ptx`, `<module>.cubin` and `metadata.json` at the digest's root.
@@ -210,6 +205,39 @@ async def compile_kernel(
     return CompiledKernels(by_capability[c] for c in wanted)
 
 
+def missing_metadata_error(
+    address: Address, source: str, toolchain: str, capabilities: Sequence[str]
+) -> GpuKernelCompileError:
+    return GpuKernelCompileError(
+        f"The compile of {source} (target {address}) with the GPU toolchain {toolchain!r} wrote "
+        f"no {METADATA_FILE} for {', '.join(capabilities)} (its entry names, signatures and "
+        f"argument ABI, which the bundle's manifest and the runtime need): its compiler is not "
+        f"the plugin's `python -m gpu_compiler compile`. Unset `[gpu-toolchains].compiler`, or "
+        f"point it at the gpu_compiler of this plugin's version."
+    )
+
+
+def check_compile_outputs(
+    address: Address,
+    source: str,
+    spec: ToolchainSpec,
+    files: dict[str, tuple[str, ...]],
+    stderr: bytes,
+) -> None:
+    """Every capability's outputs (`files`, by capability) hold its `metadata.json`."""
+    empty = [c for c, names in files.items() if not names]
+    if empty:
+        raise GpuKernelCompileError(
+            f"The compile of {source} (target {address}) with the GPU toolchain {spec.name!r} "
+            f"exited 0 but wrote nothing for {', '.join(empty)} under {OUT_DIR}/<capability>/ "
+            f"(the layout `python -m gpu_compiler compile` writes). Its stderr:\n\n"
+            + stderr.decode(errors="replace").strip()
+        )
+    no_metadata = [c for c, names in files.items() if METADATA_FILE not in names]
+    if no_metadata:
+        raise missing_metadata_error(address, source, spec.name, no_metadata)
+
+
 @rule
 async def run_kernel_process(
     request: KernelProcessRequest, subsystem: GpuToolchains
@@ -245,16 +273,14 @@ async def run_kernel_process(
         Get(Digest, RemovePrefix(subset, f"{OUT_DIR}/{c}"))
         for subset, c in zip(subsets, capabilities)
     )
-    empty = [c for c, digest in zip(capabilities, digests) if digest == EMPTY_DIGEST]
-    if empty:
-        raise GpuKernelCompileError(
-            f"The compile of {source} (target {address}) with the GPU toolchain {spec.name!r} "
-            f"exited 0 but wrote nothing for {', '.join(empty)} under {OUT_DIR}/<capability>/ "
-            f"(the layout `python -m gpu_compiler compile` writes). Its stderr:\n\n"
-            + result.stderr.decode(errors="replace").strip()
-        )
+    snapshots = await MultiGet(Get(Snapshot, Digest, digest) for digest in digests)
+    check_compile_outputs(
+        address, source, spec, dict(zip(capabilities, (s.files for s in snapshots))), result.stderr
+    )
     return CompiledKernels(
-        CompiledKernel(address=address, capability=c, toolchain=spec.name, digest=digest)
+        CompiledKernel(
+            address=address, source=source, capability=c, toolchain=spec.name, digest=digest
+        )
         for c, digest in zip(capabilities, digests)
     )
 

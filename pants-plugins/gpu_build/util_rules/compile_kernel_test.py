@@ -14,14 +14,16 @@ from pants.backend.python.util_rules.pex import Script, VenvPex, VenvPexProcess
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest
 from pants.engine.process import ProcessCacheScope
+from pants.option.ranked_value import Rank, RankedValue
 from pants.testutil.option_util import create_subsystem
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from gpu_build.subsystems.toolchains import GpuToolchains
+from gpu_build.subsystems.toolchains import GpuToolchains, InvalidDefaultCapabilitiesError
 from gpu_build.target_types import GpuKernelTarget
 from gpu_build.util_rules.compile_kernel import (
     GpuKernelCompileError,
+    check_compile_outputs,
     check_ptx_version,
     compile_failure,
     process_batches,
@@ -246,6 +248,23 @@ def test_compile_failure_names_target_file_and_the_failing_capabilities() -> Non
     assert every.startswith(f"Failed to compile {source} (target {KERNELS}:saxpy) for sm_90 with")
 
 
+def test_compile_outputs_without_metadata_are_refused_in_one_line() -> None:
+    address = Address(KERNELS, target_name="saxpy")
+    source = f"{KERNELS}/saxpy.py"
+    files = {"sm_87": ("saxpy.ptx", "saxpy.cubin", "metadata.json"), "sm_90": ("saxpy.ptx",)}
+    with pytest.raises(GpuKernelCompileError) as e:
+        check_compile_outputs(address, source, CUDA13, files, b"a log\n")
+    message = str(e.value)
+    assert message.startswith(
+        f"The compile of {source} (target {KERNELS}:saxpy) with the GPU toolchain 'cuda13' "
+        "wrote no metadata.json for sm_90 ("
+    ), message
+    assert "`[gpu-toolchains].compiler`" in message and "\n" not in message
+    with pytest.raises(GpuKernelCompileError, match="wrote nothing for sm_90"):
+        check_compile_outputs(address, source, CUDA13, {**files, "sm_90": ()}, b"a log\n")
+    check_compile_outputs(address, source, CUDA13, {"sm_87": files["sm_87"]}, b"")
+
+
 # -----------------------------------------------------------------------------------------------
 # KernelCompileOptions.from_field_set
 
@@ -394,3 +413,24 @@ def test_kernel_capabilities_default_sorted_and_checked() -> None:
     assert kernel_capabilities(field_set(), toolchains()) == ("sm_75", "sm_80", "sm_87", "sm_90")
     with pytest.raises(Exception, match="sm_999"):
         kernel_capabilities(field_set(), toolchains(default_capabilities=["sm_999"]))
+
+
+@pytest.mark.parametrize(
+    "rank, where",
+    [
+        (Rank.CONFIG, "set in a config file (`pants.toml`"),
+        (Rank.ENVIRONMENT, "set by the environment variable `PANTS_GPU_TOOLCHAINS_DEFAULT_"),
+        (Rank.FLAG, "set by the flag `--gpu-toolchains-default-capabilities`"),
+    ],
+)
+@pytest.mark.parametrize("bad", [["sm_9O"], []])
+def test_a_bad_default_capabilities_is_blamed_on_the_option(
+    rank: Rank, where: str, bad: list
+) -> None:
+    subsystem = toolchains(default_capabilities=RankedValue(rank, bad))
+    with pytest.raises(InvalidDefaultCapabilitiesError) as e:
+        kernel_capabilities(field_set(), subsystem)
+    message = str(e.value)
+    assert message.startswith("The option `[gpu-toolchains].default_capabilities` (" + where)
+    assert "Fix the option" in message and "\n" not in message
+    assert "field in target" not in message  # the target's own field is not at fault

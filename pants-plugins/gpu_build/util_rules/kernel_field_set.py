@@ -41,15 +41,10 @@ class GpuKernelFieldSet(FieldSet):
 
 
 def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) -> tuple[str, ...]:
-    """The target's capabilities, or the configured default (checked like the field)."""
+    """The target's capabilities, or `[gpu-toolchains].default_capabilities` (checked there)."""
     if field_set.capabilities.value is not None:
         return field_set.capabilities.value
-    return (
-        GpuKernelCapabilitiesField.compute_value(
-            tuple(subsystem.default_capabilities), field_set.address
-        )
-        or ()
-    )
+    return subsystem.checked_default_capabilities()
 
 
 @dataclass(frozen=True)
