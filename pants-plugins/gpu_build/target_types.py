@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import ClassVar, Iterable, Optional, Union
 
 from pants.core.goals.package import OutputPathField
@@ -31,6 +32,9 @@ from gpu_spec.capabilities import (
 )
 from gpu_spec.errors import SpecError
 from gpu_spec.versions import is_version, parse_version
+
+# A `defines` entry: NAME or NAME=VALUE (one line), as `-D` takes it.
+_DEFINE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=[^\n]*)?")
 
 CUDA_CPP_EXTENSIONS = (".cu",)
 NUMBA_EXTENSIONS = (".py",)
@@ -151,9 +155,24 @@ class GpuKernelDefinesField(StringSequenceField):
     help = help_text(
         """
         Preprocessor definitions for a `.cu` source, as `NAME` or `NAME=VALUE`
-        (NVRTC `-D`).
+        (NVRTC `-D`); `NAME` is a C identifier. Other compiler options (`-I`, `-O`) are not
+        definitions: use `include_dirs` and the other fields.
         """
     )
+
+    @classmethod
+    def compute_value(
+        cls, raw_value: Optional[Iterable[str]], address: Address
+    ) -> Optional[tuple[str, ...]]:
+        value = super().compute_value(raw_value, address)
+        for define in value or ():
+            if not _DEFINE_RE.fullmatch(define):
+                raise InvalidFieldException(
+                    f"The `{cls.alias}` field of {address} holds {define!r}, which is not a "
+                    f"definition `NAME` or `NAME=VALUE` with NAME a C identifier (NVRTC `-D`): "
+                    f"write it as e.g. 'TILE=16'; an include directory goes in `include_dirs`."
+                )
+        return value
 
 
 class GpuKernelIncludeDirsField(StringSequenceField):

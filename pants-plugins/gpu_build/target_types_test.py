@@ -27,6 +27,7 @@ from gpu_build.target_types import (
     DeployBundleDriverVersionField,
     DeployBundleTarget,
     GpuKernelCapabilitiesField,
+    GpuKernelDefinesField,
     GpuKernelIncludeDirsField,
     GpuKernelPtxVersionField,
     GpuKernelSourceField,
@@ -414,3 +415,18 @@ def test_gpu_kernel_help_shows_every_kernel_form_and_the_process_model() -> None
     ):
         assert form in text, form
     assert "Each (source, capability) compile is" not in text
+
+
+@pytest.mark.parametrize("define", ["-I/etc", "-DX", "1X=2", "A B", "X\nY", ""])
+def test_a_define_that_is_not_a_definition_is_refused_naming_the_target_and_entry(
+    define: str,
+) -> None:
+    with pytest.raises(InvalidFieldException) as e:
+        GpuKernelDefinesField.compute_value([define], Address("src/k", target_name="k"))
+    message = str(e.value)
+    assert "src/k:k" in message and repr(define) in message and "include_dirs" in message
+
+
+def test_definitions_as_nvrtc_takes_them_are_kept() -> None:
+    defines = ["TILE=16", "FAST", "_X=a b", "Y="]
+    assert GpuKernelDefinesField.compute_value(defines, Address("src/k")) == tuple(defines)

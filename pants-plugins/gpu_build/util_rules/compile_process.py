@@ -59,12 +59,11 @@ def compile_flags(*, sys_path: tuple[str, ...], options: KernelCompileOptions) -
         argv.append("--lineinfo")
     if options.max_registers is not None:
         argv += ["--max-registers", str(options.max_registers)]
-    for define in options.defines:
-        argv += ["--define", define]
-    for include_dir in options.include_dirs:
-        argv += ["--include-dir", include_dir]
-    for expression in options.name_expressions:
-        argv += ["--name-expression", expression]
+    # `--flag=value`, one word: a value that starts with `-` (a define `-I/etc`, a directory
+    # `-x`) stays that flag's value; as two words argparse reads it as an option of its own.
+    argv += [f"--define={define}" for define in options.defines]
+    argv += [f"--include-dir={include_dir}" for include_dir in options.include_dirs]
+    argv += [f"--name-expression={expression}" for expression in options.name_expressions]
     return tuple(argv)
 
 
