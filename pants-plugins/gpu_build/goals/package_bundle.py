@@ -24,7 +24,7 @@ from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, Package
 from pants.engine.addresses import UnparsedAddressInputs
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import AllTargets, Targets
+from pants.engine.target import Targets
 from pants.engine.unions import UnionRule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
@@ -44,7 +44,7 @@ from gpu_build.util_rules.bundle_launcher import (
     launcher_script,
     sha256_hex,
 )
-from gpu_build.util_rules.bundle_outputs import check_output_clash
+from gpu_build.util_rules.bundle_outputs import AllBundleOutputs, check_output_clash
 from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 from gpu_build.util_rules.bundle_signing import (
     ManifestSignature,
@@ -56,10 +56,10 @@ from gpu_build.util_rules.bundle_signing import (
 
 @rule(level=LogLevel.DEBUG)
 async def package_deploy_bundle(
-    field_set: DeployBundleFieldSet, all_targets: AllTargets
+    field_set: DeployBundleFieldSet, all_outputs: AllBundleOutputs
 ) -> BuiltPackage:
     output_dir = field_set.output_dir
-    check_output_clash(field_set.address, output_dir, all_targets)
+    check_output_clash(field_set.address, output_dir, all_outputs)
     binaries, explicit_kernels, pins = await MultiGet(
         Get(Targets, UnparsedAddressInputs, field_set.binary.to_unparsed_address_inputs()),
         Get(Targets, UnparsedAddressInputs, field_set.kernels.to_unparsed_address_inputs()),
