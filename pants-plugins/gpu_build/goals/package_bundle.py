@@ -38,12 +38,7 @@ from gpu_build.util_rules.bundle_cache import (
 )
 from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.bundle_kernels import BundleKernels, BundleKernelsRequest
-from gpu_build.util_rules.bundle_launcher import (
-    is_venv_mode,
-    launcher_name,
-    launcher_script,
-    sha256_hex,
-)
+from gpu_build.util_rules.bundle_launcher import bundle_launcher, launcher_script, sha256_hex
 from gpu_build.util_rules.bundle_outputs import AllBundleOutputs, check_output_clash
 from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 from gpu_build.util_rules.bundle_signing import (
@@ -66,6 +61,7 @@ async def package_deploy_bundle(
         Get(PinnedKeys, PinnedKeysRequest()),
     )
     binary = bundle_binary(field_set, binaries)
+    launcher = bundle_launcher(field_set.address, binary)
     kernels = await Get(
         BundleKernels, BundleKernelsRequest(field_set, binary.address, explicit_kernels)
     )
@@ -73,7 +69,6 @@ async def package_deploy_bundle(
         Get(DevicePex, DevicePexRequest(field_set, binary, pins.keys)),
         Get(BundleCompiles, BundleCompilesRequest(field_set, tuple(kernels))),
     )
-    launcher = launcher_name(pex.filename) if is_venv_mode(binary) else None
     files = dict(pex.files)
     launcher_files = []
     if launcher is not None:
