@@ -10,6 +10,7 @@ from gpu_build.util_rules import (
     bundle_archive,
     bundle_cache,
     bundle_kernels,
+    bundle_outputs,
     bundle_pex,
     bundle_signing,
     compile_kernel,
@@ -38,6 +39,7 @@ def bundle_rules():
     """The `deploy_bundle` half: the app PEX, kernels, cache/, signature, archive, run, deploy."""
     return [
         *bundle_kernels.rules(),
+        *bundle_outputs.rules(),
         *bundle_pex.rules(),
         *bundle_signing.rules(),
         *bundle_cache.rules(),

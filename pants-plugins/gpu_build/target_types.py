@@ -536,12 +536,22 @@ class DeployBundleJitFallbackField(BoolField):
 
 class DeployBundleOutputPathField(OutputPathField):
     help = help_text(
-        f"""
-        The bundle directory under `dist/`. Defaults to the target name.
-
-        {OutputPathField.help}
+        """
+        Where `pants package` writes the bundle's directory (and, with `archive`, its
+        `.tar.gz` beside it), relative to `--distdir` (e.g. `dist/`). If undefined, the
+        target name: `src/python/imaging:imaging_orin` gives `dist/imaging_orin/`, not prefixed
+        by the BUILD file's directory as other packages are. Two bundles that would write one
+        path (the same name in two directories, or an `output_path` inside another's) are
+        refused before anything is built.
         """
     )
+
+    def value_or_default(self, *, file_ending: str | None) -> str:
+        """Pants' default file name (the target name, with any parameters), without the
+        directory part: a bundle is copied to its device by its name alone."""
+        if self.value:
+            return self.value
+        return os.path.basename(super().value_or_default(file_ending=file_ending))
 
 
 class DeployBundleDestinationField(StringField):

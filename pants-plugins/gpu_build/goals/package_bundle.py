@@ -24,7 +24,7 @@ from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, Package
 from pants.engine.addresses import UnparsedAddressInputs
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import AllTargets, Targets
+from pants.engine.target import Targets
 from pants.engine.unions import UnionRule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
@@ -38,13 +38,8 @@ from gpu_build.util_rules.bundle_cache import (
 )
 from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.bundle_kernels import BundleKernels, BundleKernelsRequest
-from gpu_build.util_rules.bundle_launcher import (
-    is_venv_mode,
-    launcher_name,
-    launcher_script,
-    sha256_hex,
-)
-from gpu_build.util_rules.bundle_outputs import check_output_clash
+from gpu_build.util_rules.bundle_launcher import bundle_launcher, launcher_script, sha256_hex
+from gpu_build.util_rules.bundle_outputs import AllBundleOutputs, check_output_clash
 from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_binary
 from gpu_build.util_rules.bundle_signing import (
     ManifestSignature,
@@ -56,16 +51,17 @@ from gpu_build.util_rules.bundle_signing import (
 
 @rule(level=LogLevel.DEBUG)
 async def package_deploy_bundle(
-    field_set: DeployBundleFieldSet, all_targets: AllTargets
+    field_set: DeployBundleFieldSet, all_outputs: AllBundleOutputs
 ) -> BuiltPackage:
     output_dir = field_set.output_dir
-    check_output_clash(field_set.address, output_dir, all_targets)
+    check_output_clash(field_set.address, output_dir, all_outputs)
     binaries, explicit_kernels, pins = await MultiGet(
         Get(Targets, UnparsedAddressInputs, field_set.binary.to_unparsed_address_inputs()),
         Get(Targets, UnparsedAddressInputs, field_set.kernels.to_unparsed_address_inputs()),
         Get(PinnedKeys, PinnedKeysRequest()),
     )
     binary = bundle_binary(field_set, binaries)
+    launcher = bundle_launcher(field_set.address, binary)
     kernels = await Get(
         BundleKernels, BundleKernelsRequest(field_set, binary.address, explicit_kernels)
     )
@@ -73,7 +69,6 @@ async def package_deploy_bundle(
         Get(DevicePex, DevicePexRequest(field_set, binary, pins.keys)),
         Get(BundleCompiles, BundleCompilesRequest(field_set, tuple(kernels))),
     )
-    launcher = launcher_name(pex.filename) if is_venv_mode(binary) else None
     files = dict(pex.files)
     launcher_files = []
     if launcher is not None:

@@ -44,4 +44,4 @@ class DeployBundleFieldSet(PackageFieldSet):
     @property
     def output_dir(self) -> str:
         """The bundle's directory under dist/ (and `<it>.tar.gz` for the archive)."""
-        return self.output_path.value or self.address.target_name
+        return self.output_path.value_or_default(file_ending=None)

@@ -41,8 +41,11 @@ import hashlib
 from typing import Mapping
 
 from pants.backend.python.target_types import PexExecutionMode, PexExecutionModeField
+from pants.engine.addresses import Address
 from pants.engine.target import Target
 
+from gpu_build.util_rules.bundle_field_set import DeployBundleError
+from gpu_spec.bundle_files import CACHE_DIR
 from gpu_spec.launcher_env import (
     INIT_CUDA_ENV,
     INIT_CUDA_PID_ENV,
@@ -195,6 +198,27 @@ def is_venv_mode(binary: Target) -> bool:
 def launcher_name(pex_filename: str) -> str:
     """`app.pex` -> `app`: the launcher sits beside the PEX under the binary's name."""
     return pex_filename[: -len(".pex")] if pex_filename.endswith(".pex") else f"{pex_filename}.run"
+
+
+def app_pex_filename(binary: Target) -> str:
+    """`<binary target name>.pex`: the app PEX's name in the bundle's top directory."""
+    return f"{binary.address.target_name}.pex"
+
+
+def bundle_launcher(bundle: Address, binary: Target) -> str | None:
+    """The launcher's name for the bundle's app, if it gets one; refused (before anything is
+    built) when it would be the bundle's `cache/` directory."""
+    if not is_venv_mode(binary):
+        return None
+    launcher = launcher_name(app_pex_filename(binary))
+    if launcher == CACHE_DIR:
+        raise DeployBundleError(
+            f"The deploy_bundle {bundle} cannot have the pex_binary {binary.address} as its app: "
+            f"a venv PEX gets a launcher named after its target, `{launcher}`, which is the "
+            f"bundle's `{CACHE_DIR}/` directory of kernels. Rename the pex_binary (e.g. to "
+            f"`app`)."
+        )
+    return launcher
 
 
 def launcher_script(pex_filename: str, pex_sha256: str, init_cuda: bool = True) -> bytes:

@@ -52,7 +52,7 @@ from pants.util.resources import read_resource
 from gpu_build.subsystems.bundle import GpuBundle
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
-from gpu_build.util_rules.bundle_launcher import pex_identity
+from gpu_build.util_rules.bundle_launcher import app_pex_filename, pex_identity
 from gpu_spec.signature import PINNED_KEYS_FILE, pinned_keys_module_source
 
 SCRIPT = "strip_pex.py"
@@ -264,7 +264,7 @@ async def device_pex(request: DevicePexRequest) -> DevicePex:
     if include_source_files and not field_set.jit_fallback.value:
         sources.append((await Get(AppSources, AppSourcesRequest(binary.address))).digest)
         include_source_files = False  # they are in `sources`, less the kernels'
-    filename = f"{binary.address.target_name}.pex"
+    filename = app_pex_filename(binary)
     path = f"{field_set.output_dir}/{filename}"
     pex = await Get(
         Pex,
