@@ -212,6 +212,53 @@ def _examples() -> str:
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _writes_inputs(action: str) -> Callable[[], str]:
+    """A numba module that, at import, tries to change the sandbox's inputs (the output
+    directory's parent is the sandbox root in Pants): every input must be as it was after the
+    compile, whatever the compile's exit."""
+
+    def run() -> str:
+        top = tempfile.mkdtemp(prefix="sandbox-probe-")
+        try:
+            lab = Lab(top)
+            lab.source("k/data.txt", MARK + "\n")
+            head = (
+                "import os\n\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+                "ROOT = os.path.dirname(HERE)\ntry:\n    %s\nexcept OSError:\n    pass\n" % action
+            )
+            source = lab.source("k/k.py", head + "V = 1.0\n" + KERNEL_PY)
+            before = _tree(lab.repo)
+            p = lab.compile(source, "--sys-path", ".")
+            after = _tree(lab.repo)
+            after.pop("out", None)
+            changed = sorted(set(before.items()) ^ set(after.items()))
+            if changed:
+                return "FINDING: the kernel changed its inputs: %s" % (changed[:3],)
+            if p.returncode != 0:
+                return "FINDING: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
+            return held("compiled; every input is as it was")
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+
+    return run
+
+
+def _tree(root: str) -> dict:
+    """Each path under ``root`` (top-level ``out`` and the compiler's own dot-directories left
+    out) with its contents."""
+    found = {}
+    for dirpath, dirs, names in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel == ".":
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d != "out"]
+        for n in names:
+            with open(os.path.join(dirpath, n), "rb") as f:
+                found[os.path.normpath(os.path.join(rel, n))] = f.read()
+        for d in dirs:
+            found[os.path.normpath(os.path.join(rel, d)) + "/"] = b""
+    return found
+
+
 PROBES = [
     # The longest (20 compiles) first: with 2 at a time, the others run beside it.
     ("example kernels still compile", _examples),
@@ -258,6 +305,19 @@ PROBES = [
     (
         "include: ../ behind a comment",
         _cu(lambda lab: '#/**/include "../../outside/host.cuh"\n'),
+    ),
+    (
+        "numba: appends to its own input",
+        _writes_inputs("open(os.path.join(HERE, 'data.txt'), 'a').write('x')"),
+    ),
+    (
+        "numba: makes a file in the sandbox root",
+        _writes_inputs("open(os.path.join(ROOT, 'planted.py'), 'w').write('x')"),
+    ),
+    ("numba: removes an input", _writes_inputs("os.remove(os.path.join(HERE, 'data.txt'))")),
+    (
+        "numba: renames an input",
+        _writes_inputs("os.rename(os.path.join(HERE, 'data.txt'), os.path.join(ROOT, 'd'))"),
     ),
     (
         "numba: os.listdir of a host dir",

@@ -10,11 +10,18 @@ every other read, for NVRTC, numba, C extensions and child processes alike.
 
 What stays readable (read and execute unless said):
 - the inputs: the sandbox directory (read only);
-- the output directory's parent, read-write (the outputs are staged and renamed there);
-- the toolchain: the environment's prefix (the toolchain venv), the standard library, the
-  site-packages directories (the NVIDIA wheels' libraries among them), gpu_compiler's and
-  gpu_spec's own code, the interpreter, and each file mapped into the process (shared
-  libraries already loaded, libc among them);
+- the outputs: a staging directory made for this process beside the output directory
+  (read-write), into which ``gpu_compiler.outputs`` writes and which it renames to the output
+  directory; the output directory as it was, if one was there (read-write, so that the old one
+  can be removed once replaced); the output directory's parent gets only the rights to make and
+  remove directories, which that rename needs. In Pants the parent is the sandbox root: every
+  input file stays read-only (a kernel could at most make or remove an empty directory there);
+  before, the parent was read-write, so a kernel could rewrite its own inputs;
+- the toolchain: the environment's prefix where it is a virtual environment (the toolchain
+  venv; a base interpreter's prefix, such as ``/usr``, holds a host CUDA and is not allowed),
+  the standard library, the site-packages directories (the NVIDIA wheels' libraries among
+  them), gpu_compiler's and gpu_spec's own code, the interpreter, and each file mapped into
+  the process (shared libraries already loaded, libc among them);
 - what the interpreter and the CUDA libraries were measured to need: ``/dev/null``
   (read-write), ``/dev/urandom``, ``/dev/random``, ``/dev/zero``; a private empty temporary
   directory beside the output directory, made for this process and given to it as TMPDIR
@@ -39,7 +46,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from gpu_compiler import landlock
 from gpu_compiler.sandbox import Sandbox
@@ -59,9 +66,12 @@ _active: Optional["Confinement"] = None
 class Confinement:
     """What was allowed, for messages and tests."""
 
-    def __init__(self, root: str, tmpdir: str, rules: List[Tuple[str, int]]):
+    def __init__(
+        self, root: str, tmpdir: str, staging: Dict[str, str], rules: List[Tuple[str, int]]
+    ):
         self.sandbox = Sandbox(root)
         self.tmpdir = tmpdir
+        self.staging = staging  # the output directory (absolute) -> its staging directory
         self.rules = rules
 
     def is_input(self, path: str) -> bool:
@@ -73,12 +83,23 @@ def active() -> Optional[Confinement]:
     return _active
 
 
+def staging_dir(out_dir: str) -> Optional[str]:
+    """The staging directory made writable for ``out_dir`` before the ruleset was put in force,
+    if it is in force; ``gpu_compiler.outputs`` writes there (no other directory beside
+    ``out_dir`` can be made writable any more)."""
+    if _active is None:
+        return None
+    return _active.staging.get(os.path.abspath(out_dir))
+
+
 def _toolchain_dirs() -> List[str]:
     """The toolchain's directories: the environment, its stdlib and site-packages, our code."""
     import gpu_spec
 
     paths = sysconfig.get_paths()
-    dirs = [sys.prefix, sys.exec_prefix]
+    in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    # A venv's prefix is the toolchain; a base interpreter's (/usr, /usr/local) is the host.
+    dirs = [sys.prefix, sys.exec_prefix] if in_venv else []
     dirs += [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths]
     try:
         dirs += site.getsitepackages()
@@ -211,9 +232,17 @@ def confine(root: str, out_dir: str) -> Optional[Confinement]:
         sys.stderr.write(UNAVAILABLE % (e,) + "\n")
         return None
     ruleset.allow(root, landlock.READ)
-    parent = os.path.dirname(os.path.abspath(out_dir))
+    out = os.path.abspath(out_dir)
+    parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    ruleset.allow(parent, landlock.READ_WRITE)
+    # Renaming the staging directory to `out` (and `out` away) needs these on the parent; no
+    # file of the parent (the sandbox's inputs, in Pants) can be written, made or removed.
+    ruleset.allow(parent, landlock.MAKE_DIR | landlock.REMOVE_DIR)
+    if os.path.isdir(out) and not os.path.islink(out):
+        ruleset.allow(out, landlock.READ_WRITE)  # the old outputs, removed once replaced
+    staging = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out), dir=parent)
+    atexit.register(shutil.rmtree, staging, True)  # gone already once published
+    ruleset.allow(staging, landlock.READ_WRITE)
     # Beside the outputs, not in /tmp: removing a directory needs the right to remove entries
     # of its parent, which the ruleset gives for `parent` only (one in /tmp outlived each compile)
     tmpdir = tempfile.mkdtemp(prefix=".gpu_compiler-tmp-", dir=parent)
@@ -231,7 +260,7 @@ def confine(root: str, out_dir: str) -> Optional[Confinement]:
         return None
     os.environ["TMPDIR"] = tmpdir
     tempfile.tempdir = tmpdir
-    _active = Confinement(root, tmpdir, ruleset.rules)
+    _active = Confinement(root, tmpdir, {out: staging}, ruleset.rules)
     return _active
 
 

@@ -422,3 +422,16 @@ def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypa
         "gpu_compiler: warning: the OS sandbox (Landlock) is not available: the kernel has no "
         "Landlock; only the textual #include and import checks hold this compile to its inputs\n"
     )
+
+
+def test_a_base_interpreters_prefix_is_not_toolchain(monkeypatch):
+    """A venv's prefix is the toolchain; a base interpreter's prefix (/usr, with a host CUDA
+    under it) is not, so the OS sandbox allows only its stdlib and site-packages there."""
+    from gpu_compiler import confine
+
+    monkeypatch.setattr(sys, "prefix", "/base-prefix")
+    monkeypatch.setattr(sys, "exec_prefix", "/base-prefix")
+    monkeypatch.setattr(sys, "base_prefix", "/base-prefix")
+    assert "/base-prefix" not in confine._toolchain_dirs()
+    monkeypatch.setattr(sys, "base_prefix", "/elsewhere")
+    assert "/base-prefix" in confine._toolchain_dirs()

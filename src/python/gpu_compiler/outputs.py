@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from typing import List, Mapping
 
+from gpu_compiler import confine
 from gpu_compiler.compile_result import CompileResult
 
 
@@ -45,7 +46,10 @@ def _publish(files: Mapping[str, bytes], out_dir: str) -> List[str]:
         raise ValueError("out_dir must name a directory to create, got %r" % (out_dir,))
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out_dir), dir=parent)
+    # Under the OS sandbox, the one directory beside out_dir it let this process write.
+    staging = confine.staging_dir(out_dir) or tempfile.mkdtemp(
+        prefix=".%s.tmp-" % os.path.basename(out_dir), dir=parent
+    )
     published = False
     try:
         for name in sorted(files):
