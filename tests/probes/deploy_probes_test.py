@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,7 +96,12 @@ class Device:
         )
 
     def deploy(
-        self, bundle: Path, dest: Path, python: str = "", *extra: str
+        self,
+        bundle: Path,
+        dest: Path,
+        python: str = "",
+        *extra: str,
+        timeout: float = DEPLOY_TIMEOUT_S,
     ) -> Tuple[int, str, str]:
         try:
             proc = subprocess.run(
@@ -103,24 +109,38 @@ class Device:
                 env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
                 capture_output=True,
                 text=True,
-                timeout=DEPLOY_TIMEOUT_S,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired:
-            raise Finding(f"the deploy hung (killed after {DEPLOY_TIMEOUT_S} s)") from None
+            raise Finding(f"the deploy hung (killed after {timeout} s)") from None
         if "Traceback" in proc.stderr:
             raise Finding(f"traceback: {proc.stderr.strip().splitlines()[-1]}")
         return proc.returncode, proc.stdout, proc.stderr
 
-    def ok(self, bundle: Path, dest: Path, python: str = "", *extra: str) -> str:
-        rc, out, err = self.deploy(bundle, dest, python, *extra)
+    def ok(
+        self,
+        bundle: Path,
+        dest: Path,
+        python: str = "",
+        *extra: str,
+        timeout: float = DEPLOY_TIMEOUT_S,
+    ) -> str:
+        rc, out, err = self.deploy(bundle, dest, python, *extra, timeout=timeout)
         if rc != 0:
             raise Finding(f"a good deploy failed: {err.strip()}")
         if tree(dest / "current") != tree(bundle):
             raise Finding("`current` does not hold the bundle")
         return out + err
 
-    def refusal(self, bundle: Path, dest: Path, python: str = "", *extra: str) -> str:
-        rc, _, err = self.deploy(bundle, dest, python, *extra)
+    def refusal(
+        self,
+        bundle: Path,
+        dest: Path,
+        python: str = "",
+        *extra: str,
+        timeout: float = DEPLOY_TIMEOUT_S,
+    ) -> str:
+        rc, _, err = self.deploy(bundle, dest, python, *extra, timeout=timeout)
         if rc == 0:
             raise Finding("deployed")
         return failure_line(err)
@@ -627,6 +647,142 @@ def probe_prepare_fails(dev: Device) -> str:
     return refused(line)
 
 
+HANG_S = 30  # a deploy here takes 1-2 s: one that blocks on a FIFO is killed after this
+
+
+@contextlib.contextmanager
+def fifo_at(path: Path) -> Iterator[None]:
+    """A FIFO at `path`; afterwards, whatever still blocks opening it is let go (its reader's
+    open returns and reads EOF), so that a hung device step does not outlive the probe."""
+    path.unlink()
+    os.mkfifo(path)
+    try:
+        yield
+    finally:
+        for _ in range(20):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                break  # ENXIO: nobody is reading it
+            time.sleep(0.05)
+        path.unlink()
+
+
+def probe_device_fifos(dev: Device) -> str:
+    """A FIFO on the device as the ledger (refused, naming it), or as `current`'s manifest
+    (read as "no usable manifest": every file is sent); nothing blocks."""
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    edit(bundle, "saxpy")
+    good = (dest / LEDGER).read_text()
+    with fifo_at(dest / LEDGER):
+        before = snapshot(dest)
+        line = dev.refusal(bundle, dest, timeout=HANG_S)
+        unchanged(before, dest, "a deploy past a FIFO ledger")
+    (dest / LEDGER).write_text(good)
+    if LEDGER not in line or "is a FIFO, not a regular file" not in line:
+        raise Finding(f"the FIFO ledger was not named: {line}")
+    with fifo_at(dest / "current" / "cache" / "manifest.json"):
+        out = dev.ok(bundle, dest, timeout=HANG_S)
+    sending = re.search(r"Sending (\d+) of (\d+) files", out)
+    if not sending or sending.group(1) != sending.group(2):
+        raise Finding(f"past a FIFO manifest, not every file was sent: {out!r}")
+    return refused(line)
+
+
+def probe_deep_current_manifest(dev: Device) -> str:
+    """`current`'s manifest on the device nested 100,000 deep: the tool reads it as unusable
+    (one warning, every file sent), never a RecursionError."""
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    edit(bundle, "saxpy")
+    (dest / "current" / "cache" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    out = dev.ok(bundle, dest)
+    warning = next((x for x in out.splitlines() if x.startswith("warning: ")), "")
+    if "nested deeper than 64 levels" not in warning or "sending every file" not in warning:
+        raise Finding(f"no one-line warning naming the nesting: {out!r}")
+    return held(f"deployed, {warning[9:130]}...")
+
+
+def probe_huge_local_signature(dev: Device) -> str:
+    """A 100 MiB (sparse) manifest.json.sig in the local bundle: refused by size, unread."""
+    bundle, dest = dev.fresh()
+    with open(bundle / "cache" / "manifest.json.sig", "wb") as f:
+        f.truncate(100 * 1024 * 1024)
+    line = dev.refusal(bundle, dest)
+    if "over the limit of 65536" not in line or "manifest.json.sig" not in line:
+        raise Finding(f"not refused by its size: {line}")
+    return refused(line)
+
+
+def probe_signing_key_files(dev: Device) -> str:
+    """The signing tool (`sign_manifest`, run by `pants package`) given a FIFO or a huge file as
+    the private key: one line, before the key is parsed; never a hang."""
+    lines = []
+    for kind, must in (("fifo", "is a FIFO, not a regular file"), ("huge", "over the limit")):
+        key = dev.root / f"signing-{kind}.pem"
+        if kind == "fifo":
+            os.mkfifo(key)
+        else:
+            with open(key, "wb") as f:
+                f.truncate(10 * 1024 * 1024)
+        code = "import sys; from gpu_build.scripts.sign_manifest import main; main(sys.argv[1:])"
+        try:
+            run = subprocess.run(
+                [sys.executable, "-c", code, "public-key", str(key)],
+                env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                capture_output=True,
+                text=True,
+                timeout=HANG_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise Finding(f"the signing tool hung on a {kind} key file") from None
+        err = run.stderr.strip()
+        if run.returncode == 0 or "Traceback" in err or must not in err:
+            raise Finding(f"a {kind} key file: exit {run.returncode}: {err.splitlines()[-1:]}")
+        lines.append(err)
+    return refused(lines[0])
+
+
+# A device whose deploy user cannot read one file of `current` (simulated: the probes may run as
+# root, whom no mode keeps out): every read-only open of a path with this name fails EACCES.
+FAKE_UNREADABLE = """
+import builtins, errno, os
+NAME = %r
+def _denied(path):
+    return os.path.basename(os.fspath(path)) == NAME and ".partial" not in os.fspath(path)
+_open, _os_open = builtins.open, os.open
+def _builtin_open(file, mode="r", *a, **k):
+    reading = not set(mode) & set("wax+")
+    if isinstance(file, (str, bytes, os.PathLike)) and _denied(file) and reading:
+        raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
+    return _open(file, mode, *a, **k)
+def _open_fd(path, flags, *a, **k):
+    if _denied(path) and flags & os.O_ACCMODE == os.O_RDONLY:
+        raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+    return _os_open(path, flags, *a, **k)
+builtins.open, os.open = _builtin_open, _open_fd
+"""
+
+
+def probe_unreadable_current_file(dev: Device) -> str:
+    """A file of `current` the deploy copies (unchanged in the new build) cannot be read: the
+    refusal says "cannot read <it>", not "cannot write"."""
+    bundle, dest = dev.fresh()
+    dev.ok(bundle, dest)
+    edit(bundle, "saxpy")
+    sobel = sorted((dest / "current" / "cache" / "sobel").rglob("*.cubin"))[0]
+    site = dest.parent.parent / "unreadable"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAKE_UNREADABLE % sobel.name)
+    before = snapshot(dest)
+    line = dev.refusal(bundle, dest, f"env PYTHONPATH={site} {sys.executable}")
+    unchanged(before, dest, "a deploy refused for an unreadable file")
+    if f"cannot read {dest}/" not in line or sobel.name not in line or "read access" not in line:
+        raise Finding(f"not named as unreadable: {line}")
+    return refused(line)
+
+
 PROBES: List[Tuple[str, Callable[[Device], str]]] = [
     ("first deploy, user files in releases/", probe_user_files_in_releases),
     ("file of current damaged on the device", probe_corrupted_current_file),
@@ -644,6 +800,11 @@ PROBES: List[Tuple[str, Callable[[Device], str]]] = [
     ("FIFO or symlink in the local bundle", probe_local_special_files),
     ("destination with a quote or glob", probe_destination_with_quote),
     ("launcher refuses/fails its prepare", probe_prepare_fails),
+    ("FIFO on the device (ledger, current's manifest)", probe_device_fifos),
+    ("current's manifest nested 100,000 deep", probe_deep_current_manifest),
+    ("local manifest.json.sig of 100 MiB", probe_huge_local_signature),
+    ("signing key file a FIFO or 10 MiB", probe_signing_key_files),
+    ("file of current unreadable on the device", probe_unreadable_current_file),
 ]
 
 

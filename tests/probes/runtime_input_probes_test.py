@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import struct
+import subprocess
 import tempfile
 import threading
 from typing import Any, Callable, Iterator, List, Tuple
@@ -334,6 +336,49 @@ def deep_jit_index_entry() -> str:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- `python -m gpu_runtime platform` on a device's old python3 ---------------------------------
+OLD_PYTHONS = {v: f"/root/.pyenv/versions/{v}/bin/python3" for v in ("3.6.15", "3.7.16")}
+
+
+def platform_on(version: str, phrase: str) -> Callable[[], str]:
+    """The command, as the docs' device steps run it: a copy of gpu_runtime on a bare python3 of
+    `version` (pyenv's, when this machine has it). Too old: one line saying `phrase`, exit 2."""
+
+    def probe() -> str:
+        python = OLD_PYTHONS[version]
+        if not os.path.exists(python):
+            return held(f"skipped: no CPython {version} here ({python} is absent)")
+        tmp = tempfile.mkdtemp(prefix="platform_probe_")
+        try:
+            shutil.copytree(
+                os.path.dirname(gpu_runtime.__file__),
+                os.path.join(tmp, "gpu_runtime"),
+                ignore=shutil.ignore_patterns("*_test.py", "conftest.py", "__pycache__"),
+            )
+            run = subprocess.run(
+                [python, "-S", "-m", "gpu_runtime", "platform"],
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": tmp},
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        err = run.stderr.strip()
+        if phrase == "works":
+            if run.returncode != 0:
+                return f"FINDING: exit {run.returncode}: {err.splitlines()[-1:] or ''}"
+            tags = json.loads(run.stdout)["compatible_tags"]
+            return held(f"CPython {version} prints its complete platform ({tags[0]}, ...)")
+        if run.returncode != 2 or phrase not in err:
+            last = err.splitlines()[-1] if err else run.stdout[:80]
+            return f"FINDING: exit {run.returncode}: {last}"
+        return refused(err)
+
+    return probe
+
+
 PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("numba float32 scalar NaN (Python float)", nan_scalar(float("nan"))),
     ("numba float32 scalar NaN (np.float32)", nan_scalar(np.float32("nan"))),
@@ -381,6 +426,11 @@ PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("manifest.json.sig a FIFO", bad_bundle_file(SIGNATURE_NAME, "fifo", True)),
     ("JIT index input a FIFO (the app)", fifo_as_jit_input),
     ("JIT index entry nested 100,000 deep", deep_jit_index_entry),
+    (
+        "`python -m gpu_runtime platform` on CPython 3.6",
+        platform_on("3.6.15", "needs Python 3.7 or newer"),
+    ),
+    ("`python -m gpu_runtime platform` on CPython 3.7 (control)", platform_on("3.7.16", "works")),
 ]
 
 

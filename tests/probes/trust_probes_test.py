@@ -71,11 +71,15 @@ class Lab:
 
     def verify(self, *args: str) -> Tuple[int, str]:
         """(exit status, the summary line) of `python -m gpu_runtime verify`."""
+        rc, lines = self.verify_lines(*args)
+        return rc, (lines[-1] if lines else "")
+
+    def verify_lines(self, *args: str) -> Tuple[int, List[str]]:
+        """(exit status, every line) of `python -m gpu_runtime verify`."""
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             rc = main(["verify", os.path.dirname(self.cache), *args])
-        lines = out.getvalue().strip().splitlines()
-        return rc, (lines[-1] if lines else "")
+        return rc, out.getvalue().strip().splitlines()
 
 
 @contextlib.contextmanager
@@ -307,6 +311,90 @@ def cache_dir_is_a_symlink(lb: Lab) -> None:  # control: a deployment's `current
     os.symlink(real, lb.cache)
 
 
+# -- the app beside cache/: a packed app.pex/ listed in "bundle_files", signed -------------------
+APP_FILES = {
+    "app.pex/__main__.py": b"import sys\n",
+    "app.pex/PEX-INFO": b"{}\n",
+    "app.pex/.deps/numpy-2.2.0-cp312-none-any.whl": b"PK wheel\n",
+}
+
+
+def with_packed_app(lb: Lab) -> str:
+    """Adds a packed app.pex/ beside cache/, listed in the (re-signed) manifest; its path."""
+    import hashlib
+
+    bundle = os.path.dirname(lb.cache)
+    for rel, data in APP_FILES.items():
+        os.makedirs(os.path.dirname(os.path.join(bundle, rel)), exist_ok=True)
+        with open(os.path.join(bundle, rel), "wb") as f:
+            f.write(data)
+    path = os.path.join(lb.cache, MANIFEST_NAME)
+    with open(path) as f:
+        doc = json.load(f)
+    doc["bundle_files"] = {r: hashlib.sha256(d).hexdigest() for r, d in APP_FILES.items()}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2, sort_keys=True)
+    sign(lb.cache, lb.key)
+    return os.path.join(bundle, "app.pex")
+
+
+def app_dir_symlinked_out(lb: Lab) -> None:
+    app = with_packed_app(lb)
+    moved = os.path.join(lb.tmp, "elsewhere", "app.pex")
+    os.makedirs(os.path.dirname(moved), exist_ok=True)
+    shutil.move(app, moved)  # the very files listed, moved out
+    os.symlink(moved, app)
+
+
+def app_file_symlinked_out(lb: Lab) -> None:
+    app = with_packed_app(lb)
+    target = lb.outside("__main__.py", APP_FILES["app.pex/__main__.py"])
+    os.remove(os.path.join(app, "__main__.py"))
+    os.symlink(target, os.path.join(app, "__main__.py"))
+
+
+def unlisted_pth_in_app(lb: Lab) -> None:
+    app = with_packed_app(lb)
+    with open(os.path.join(app, "zzz.pth"), "w") as f:
+        f.write("import os; os.system('echo pwned')\n")
+
+
+def unlisted_file_in_app_pycache(lb: Lab) -> None:
+    app = with_packed_app(lb)
+    os.makedirs(os.path.join(app, "__pycache__"))
+    with open(os.path.join(app, "__pycache__", "zzz.pth"), "w") as f:
+        f.write("import os\n")
+
+
+def app_bytecode_python_wrote(lb: Lab) -> None:  # control: what `python3 app.pex` writes
+    app = with_packed_app(lb)
+    os.makedirs(os.path.join(app, "__pycache__"))
+    with open(os.path.join(app, "__pycache__", "__main__.cpython-312.pyc"), "wb") as f:
+        f.write(b"bytecode")
+
+
+def same_line(tamper: Callable[[Lab], None], phrase: str) -> Callable[[], str]:
+    """The runtime and verify both refuse, in the same one line, which says `phrase`."""
+
+    def probe() -> str:
+        with lab() as lb:
+            tamper(lb)
+            ok, err = lb.runtime()
+            rc, lines = lb.verify_lines("--key", public_hex(lb.key))
+            if ok or rc != 1:
+                return finding(
+                    f"runtime {'accepts' if ok else 'refuses'}, verify exit {rc}: "
+                    f"{lines[-1] if lines else ''}"
+                )
+            if f"refused: {err}" not in lines:
+                return finding(f"verify's lines {lines[:-1]} do not include the runtime's: {err}")
+            if phrase not in err:
+                return finding(f"the refusal does not say {phrase!r}: {err}")
+            return refused(err)
+
+    return probe
+
+
 def same_verdict(tamper: Callable[[Lab], None]) -> Callable[[], str]:
     def probe() -> str:
         with lab() as lb:
@@ -354,6 +442,20 @@ PROBES: List[Tuple[str, Callable[[], str]]] = [
     ("cubin hard-linked to the same bytes outside", same_verdict(hard_link_same_bytes)),
     ("cubin symlinked inside cache/ (control)", same_verdict(symlink_inside)),
     ("cache/ itself a symlink (control)", same_verdict(cache_dir_is_a_symlink)),
+    (
+        "packed app.pex/ symlinked out of the bundle",
+        same_line(app_dir_symlinked_out, "outside the bundle directory"),
+    ),
+    (
+        "app.pex/__main__.py symlinked out of the bundle",
+        same_line(app_file_symlinked_out, "outside the bundle directory"),
+    ),
+    ("unlisted app.pex/zzz.pth", same_line(unlisted_pth_in_app, "is not one of the app's files")),
+    (
+        "unlisted app.pex/__pycache__/zzz.pth",
+        same_line(unlisted_file_in_app_pycache, "is not one of the app's files"),
+    ),
+    ("app.pex/__pycache__ bytecode (control)", same_verdict(app_bytecode_python_wrote)),
 ]
 
 

@@ -38,6 +38,13 @@ import zlib
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH, bundle_file_digests
+from gpu_spec.safe_read import (
+    MAX_MANIFEST_BYTES,
+    MAX_SIGNATURE_BYTES,
+    FileReadError,
+    loads_json,
+    read_regular_file,
+)
 from gpu_spec.signature import (
     TRUSTED_KEYS_ENV,
     NotSignedError,
@@ -151,8 +158,10 @@ def local_files(bundle: str) -> Dict[str, Tuple[str, int]]:
     return dict(sorted(out.items()))
 
 
-def listed_digests(manifest_text: str) -> Dict[str, str]:
-    manifest = json.loads(manifest_text)
+def listed_digests(manifest_text: str, origin: str = "manifest") -> Dict[str, str]:
+    """The manifest's {bundle path: sha256}; FileReadError (a ValueError) if it nests too deep
+    (gpu_spec.safe_read: never a RecursionError), ValueError if it is not JSON."""
+    manifest = loads_json(manifest_text, origin)
     return bundle_file_digests(manifest.get("files", {}), manifest.get("bundle_files", {}))
 
 
@@ -161,13 +170,14 @@ def check_local(bundle: str, files: Dict[str, Tuple[str, int]]) -> None:
     if MANIFEST_PATH not in files:
         raise DeployError(f"the bundle has no {MANIFEST_PATH}")
     path = os.path.join(bundle, *MANIFEST_PATH.split("/"))
-    try:
-        with open(path, "rb") as f:
-            listed = listed_digests(f.read().decode())
-    except RecursionError:
-        raise DeployError(
-            f"{path} is nested too deep to be a manifest: re-run `pants package`"
-        ) from None
+    try:  # a regular file of sane size and nesting (gpu_spec.safe_read)
+        listed = listed_digests(
+            read_regular_file(path, MAX_MANIFEST_BYTES, "bundle manifest").decode(), path
+        )
+    except FileReadError as e:  # a FIFO, too big, nested too deep
+        raise DeployError(f"{e} (re-run `pants package`)") from None
+    except OSError as e:
+        raise DeployError(f"cannot read {path}: {e.strerror or e}") from None
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
         why = " ".join(str(e).split())
         raise DeployError(f"{path} is not JSON ({why}): re-run `pants package`") from None
@@ -370,8 +380,8 @@ def current_digests(host: str, state: dict) -> Tuple[Optional[Dict[str, str]], O
     if not state["manifest"]:
         return None, None
     try:
-        return listed_digests(state["manifest"]), None
-    except (ValueError, AttributeError, TypeError) as e:
+        return listed_digests(state["manifest"], f"{host}: current/{MANIFEST_PATH}"), None
+    except (ValueError, AttributeError, TypeError) as e:  # FileReadError: nested too deep
         return None, (
             f"the current release's manifest on {host} is unreadable ({e}): sending every file"
         )
@@ -382,7 +392,14 @@ def trust_refusal(bundle: str, keys: List[List[str]]) -> Optional[str]:
     The device checks the staged bytes again, and the ed25519 signature where it can."""
     trusted = [bytes.fromhex(k) for k, _ in keys]
     sig_path = os.path.join(bundle, *SIGNATURE_PATH.split("/"))
-    sig_raw = open(sig_path, "rb").read() if os.path.exists(sig_path) else None
+    try:  # a regular file of sane size (gpu_spec.safe_read): a FIFO must not hang the deploy
+        sig_raw: Optional[bytes] = read_regular_file(sig_path, MAX_SIGNATURE_BYTES, "signature")
+    except FileNotFoundError:
+        sig_raw = None
+    except FileReadError as e:
+        return f"{e} (re-run `pants package`)"
+    except OSError as e:
+        return f"cannot read {sig_path}: {e.strerror or e}"
     ids = f"{describe_keys(trusted)} (${TRUSTED_KEYS_ENV} on the device)"
     fix = (
         "sign the bundle with a key the device trusts (`[gpu-bundle-signing].key_file`), or "

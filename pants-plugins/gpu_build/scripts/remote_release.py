@@ -32,6 +32,11 @@ entry can name `current`'s target by `.`, the destination by `..`, or anything o
 damaged ledger is refused, in one line, before anything is written or removed.
 Until `finish` renames the link, `current`, `previous` and what they point at are not touched.
 
+Every file it reads (the ledger, a manifest, a signature, a file of `current` it copies or
+hashes) is opened by gpu_spec.safe_read: regular files only (a FIFO there would block the step
+forever), within a size limit, JSON within a nesting limit; a file it cannot read is named as
+such ("cannot read <path>"), never as one it cannot write.
+
 Runs on the device's own python3, 3.8 or newer (deploy_tool's RUNNER checks that first).
 """
 
@@ -53,6 +58,14 @@ from typing import Callable, Dict, List, Optional, Tuple
 from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH
 from gpu_spec.ed25519 import verify as verify_ed25519
 from gpu_spec.launcher_env import PREPARE_ONLY_ENV, TAMPERED_EXIT
+from gpu_spec.safe_read import (
+    MAX_MANIFEST_BYTES,
+    MAX_SIGNATURE_BYTES,
+    FileReadError,
+    loads_json,
+    open_regular,
+    read_regular_file,
+)
 from gpu_spec.signature import (
     TRUSTED_KEYS_ENV,
     NotSignedError,
@@ -78,27 +91,69 @@ class ReleaseError(Exception):
     """One line for the user: what is wrong on the device, and how to fix it."""
 
 
+def cannot_read(path: str, e: OSError) -> ReleaseError:
+    """The one wording of a file on the device that the deploy user cannot read."""
+    return ReleaseError(
+        f"cannot read {path} on the device: {e.strerror or e}: give the deploy user read "
+        "access to it (or remove it) and deploy again"
+    )
+
+
+def _open_read(path: str, what: str):  # -> BinaryIO
+    """`path` opened for reading if it is a regular file (gpu_spec.safe_read: a FIFO does not
+    block); FileReadError for anything else, FileNotFoundError/NotADirectoryError as they are,
+    ReleaseError ("cannot read") for any other OSError."""
+    try:
+        return open_regular(path, what)
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as e:
+        raise cannot_read(path, e) from None
+
+
+def _read(path: str, limit: int, what: str) -> bytes:
+    """The bytes of the regular file `path` (at most `limit`), as `_open_read` opens it."""
+    try:
+        return read_regular_file(path, limit, what)
+    except (FileNotFoundError, NotADirectoryError, FileReadError):
+        raise
+    except OSError as e:
+        raise cannot_read(path, e) from None
+
+
 def _sha256(path: str) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
+    with _open_read(path, "release file") as f:
+        try:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        except OSError as e:
+            raise cannot_read(path, e) from None
     return h.hexdigest()
 
 
 def _copy_checked(src: str, dst: str, expected: str) -> bool:
     """Copies src to dst (mode and times too) hashing what it read; False, and no dst, if the
-    bytes are not `expected` or src is unreadable."""
+    bytes are not `expected` or src is gone or not a regular file (it is sent instead).
+    ReleaseError ("cannot read src") if src is there but unreadable."""
     h = hashlib.sha256()
     digest: Optional[str] = None
     try:
-        with open(src, "rb") as fin, open(dst, "wb") as fout:
-            for block in iter(lambda: fin.read(1 << 20), b""):
+        fin = _open_read(src, "file of the current release")
+    except (FileNotFoundError, NotADirectoryError, FileReadError):
+        fin = None
+    if fin is not None:
+        with fin, open(dst, "wb") as fout:
+            while True:
+                try:
+                    block = fin.read(1 << 20)
+                except OSError as e:
+                    raise cannot_read(src, e) from None
+                if not block:
+                    break
                 h.update(block)
                 fout.write(block)
         digest = h.hexdigest()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        pass
     if digest != expected:
         if os.path.lexists(dst):
             os.remove(dst)
@@ -180,18 +235,17 @@ def read_ledger(base: str) -> List[str]:
             + LEDGER_FIX.format(path=path)
         )
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(LEDGER_MAX_BYTES + 1)
+    try:  # a regular file only (a FIFO would block the deploy), of sane size and nesting
+        raw = read_regular_file(path, LEDGER_MAX_BYTES, "deploy ledger")
     except FileNotFoundError:
         return []
+    except FileReadError as e:  # a FIFO, a directory, a device; over its size limit
+        raise damaged(str(e).split(": ", 1)[-1].split(": refusing", 1)[0]) from None
     except OSError as e:
         raise damaged(f"unreadable ({e.strerror or e})") from e
-    if len(raw) > LEDGER_MAX_BYTES:
-        raise damaged(f"larger than {LEDGER_MAX_BYTES} bytes")
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except RecursionError:
+        data = loads_json(raw, path)
+    except FileReadError:
         raise damaged("nested too deep") from None
     except ValueError as e:
         raise damaged(f"not JSON ({' '.join(str(e).split())})") from None
@@ -266,16 +320,20 @@ def state(req: dict) -> dict:
     manifest = None
     same = False
     if target is not None:
-        try:
-            with open(os.path.join(current, *MANIFEST_PATH.split("/")), "rb") as f:
-                raw = f.read()
+        try:  # the current release's manifest, if usable (else every file is sent)
+            raw = read_regular_file(
+                os.path.join(current, *MANIFEST_PATH.split("/")), MAX_MANIFEST_BYTES, "manifest"
+            )
             manifest = raw.decode()
-        except (OSError, UnicodeDecodeError):
+        except (OSError, ValueError):  # FileReadError (a FIFO, too big), UnicodeDecodeError
             manifest = None
         files = req.get("files") or {}
         if manifest is not None and hashlib.sha256(raw).hexdigest() == files.get(MANIFEST_PATH):
             # the bundle `current` holds, every file of it as sent (nothing missing or extra)
-            same = not _problems(os.path.realpath(current), files)
+            try:
+                same = not _problems(os.path.realpath(current), files)
+            except ReleaseError:  # a file there unreadable: not the same (`stage` names it)
+                same = False
     free, block = free_space(base)
     owned = read_ledger(base)
     return {
@@ -346,8 +404,11 @@ def _problems(root: str, expected: dict) -> list:
     out = [f"missing: {p}" for p in sorted(set(expected) - found)]
     out += [f"unexpected: {p}" for p in sorted(found - set(expected))]
     for path in sorted(found & set(expected)):
-        if _sha256(os.path.join(root, *path.split("/"))) != expected[path]:
-            out.append(f"changed: {path}")
+        try:
+            if _sha256(os.path.join(root, *path.split("/"))) != expected[path]:
+                out.append(f"changed: {path}")
+        except (FileNotFoundError, NotADirectoryError, FileReadError):
+            out.append(f"not a regular file: {path}")
     return out
 
 
@@ -355,16 +416,19 @@ def check_trust(partial: str, release: str) -> str:
     """The staged manifest against the device's trust policy, as gpu_runtime will load it."""
     keys = device_keys()
     trusted = [k for k, _ in keys]
-    with open(os.path.join(partial, *MANIFEST_PATH.split("/")), "rb") as f:
-        raw = f.read()
-    sig_path = os.path.join(partial, *SIGNATURE_PATH.split("/"))
-    try:
-        with open(sig_path, "rb") as f:
-            sig_raw: Optional[bytes] = f.read()
-    except FileNotFoundError:
-        sig_raw = None
-    ids = f"{describe_keys(trusted)} (${TRUSTED_KEYS_ENV} on the device)"
     refused = f"release {release} would be refused by the device's runtime"
+    sig_path = os.path.join(partial, *SIGNATURE_PATH.split("/"))
+    try:  # regular files of sane size only, as gpu_runtime reads them
+        raw = _read(
+            os.path.join(partial, *MANIFEST_PATH.split("/")), MAX_MANIFEST_BYTES, "manifest"
+        )
+        try:
+            sig_raw: Optional[bytes] = _read(sig_path, MAX_SIGNATURE_BYTES, "signature")
+        except FileNotFoundError:
+            sig_raw = None
+    except FileReadError as e:
+        raise ReleaseError(f"{refused}: {e}") from None
+    ids = f"{describe_keys(trusted)} (${TRUSTED_KEYS_ENV} on the device)"
     try:
         sig, key = signature_policy(sig_raw, SIGNATURE_PATH, trusted)
     except NotSignedError as e:
@@ -408,7 +472,7 @@ def launchers(root: str) -> List[str]:
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
         if os.path.isfile(path) and not os.path.islink(path) and os.access(path, os.X_OK):
-            with open(path, "rb") as f:
+            with _open_read(path, "launcher") as f:
                 head = f.read(4096)
             if head.startswith(b"#!/bin/sh") and PREPARE_ONLY_ENV.encode() in head:
                 found.append(name)

@@ -27,6 +27,7 @@ from gpu_build.util_rules.bundle_field_set import DeployBundleError
 from gpu_spec.signature import Signature, SignatureFormatError, key_id, parse_public_key
 
 SCRIPT = "sign_manifest.py"
+SIGNING_SPEC = ("__init__.py", "safe_read.py")  # what of gpu_spec the script imports
 
 
 def signing_key_path(signing: GpuBundleSigning, build_root: BuildRoot) -> str | None:
@@ -63,7 +64,9 @@ async def signing_tool(
     key_path = signing_key_path(signing, build_root)
     assert key_path is not None, "requested only with a key configured"
     script = FileContent(SCRIPT, read_resource("gpu_build.scripts", SCRIPT))
-    sources = await Get(Digest, CreateDigest([script]))
+    # its reader of the key and manifest files (standard library only)
+    spec = [FileContent(f"gpu_spec/{n}", read_resource("gpu_spec", n)) for n in SIGNING_SPEC]
+    sources = await Get(Digest, CreateDigest([script, *spec]))
     ics = python_setup.resolves_to_interpreter_constraints.get(signing.resolve)
     pex = await Get(
         VenvPex,

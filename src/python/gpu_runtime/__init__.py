@@ -26,13 +26,40 @@ imported on first use (PEP 562 `__getattr__`), so `python3 -m gpu_runtime platfo
 device with a bare python3 (no numpy, no cuda-bindings), and `import gpu_runtime` stays cheap.
 The first of the GPU names (`open_cache`, `DeviceArray`, ...) also starts CUDA in a thread, as a
 bundle's launcher does at process start ($GPU_BUNDLE_INIT_CUDA=0: not before the first kernel).
+
+`python -m gpu_runtime` runs this file first, on whatever python3 a device has: so it keeps to
+syntax every Python parses (no f-strings, no variable annotations, no `from __future__ import
+annotations`, which is a SyntaxError before 3.7) up to its version check, which says in one line
+which Python is needed instead of a SyntaxError or a traceback.
 """
 
-from __future__ import annotations
+import sys
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any, Dict, List
+# The oldest Python of `python -m gpu_runtime platform` (complete_platform.py's syntax and
+# modules), and of the runtime itself (its interpreter constraints; a bundle's complete platform
+# for an older one resolves no numpy or cuda-bindings). complete_platform.py, which also runs on
+# its own, checks the same (a test holds them equal).
+PLATFORM_PYTHON = (3, 7)
+RUNTIME_PYTHON = (3, 10)
+
+
+def _too_old_line():  # type: () -> str
+    return (
+        "gpu_runtime needs Python %d.%d or newer (its `platform` command; the runtime itself "
+        "needs %d.%d or newer), and this is Python %s (%s): run it with a newer python3"
+        % (PLATFORM_PYTHON + RUNTIME_PYTHON + (sys.version.split()[0], sys.executable or "python"))
+    )
+
+
+if sys.version_info < PLATFORM_PYTHON:
+    if sys.argv[:1] in (["-m"], ["-c"]):  # `python -m gpu_runtime ...` (-c: Python 2's -m)
+        sys.stderr.write("error: " + _too_old_line() + "\n")
+        raise SystemExit(2)
+    raise ImportError(_too_old_line())
+
+import importlib  # noqa: E402  (after the version check, which must run first)
+import importlib.util  # noqa: E402
+from typing import TYPE_CHECKING, Any, List  # noqa: E402,F401  (Any, List: in type comments)
 
 if TYPE_CHECKING:  # what the names are, for type checkers (and Pants' dependency inference)
     from gpu_runtime.api import open_cache
@@ -59,7 +86,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers (and Pants' dependenc
     from gpu_runtime.runtime import Kernel, KernelCache
 
 # Public name -> the module defining it, imported on first access.
-_LAZY: Dict[str, str] = {
+_LAZY = {
     "open_cache": "gpu_runtime.api",
     "KernelCache": "gpu_runtime.runtime",
     "Kernel": "gpu_runtime.runtime",
@@ -116,7 +143,7 @@ _GPU_API = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name):  # type: (str) -> Any
     """A public name, imported from its module on first use (then a plain global). A subpackage
     or module (`gpu_runtime.driver`) is imported on first use too, as the eager imports once
     made it an attribute of the package."""
@@ -127,13 +154,13 @@ def __getattr__(name: str) -> Any:
         start_cuda_in_background()
     if module is not None:
         value = getattr(importlib.import_module(module), name)
-    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")
+    elif not name.startswith("__") and importlib.util.find_spec(__name__ + "." + name) is not None:
+        value = importlib.import_module(__name__ + "." + name)
     else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
     globals()[name] = value
     return value
 
 
-def __dir__() -> List[str]:
+def __dir__():  # type: () -> List[str]
     return sorted(set(globals()) | set(__all__))

@@ -2,7 +2,9 @@
 
 `locate_file` is the one rule for which file a manifest path names: the runtime's loads
 (`read_verified`), its view of what is on disk (`loader.variants_on_disk`) and `verify`
-(`gpu_runtime.cli.verify`) all go through it, so what one refuses the others refuse too.
+(`gpu_runtime.cli.verify`) all go through it, so what one refuses the others refuse too. The
+app's files beside cache/ have theirs in gpu_spec (`gpu_spec.bundle_files.app_file_problems`),
+which `check_app_files` (run when a bundle is opened) and `verify` both apply.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import stat
 from typing import Mapping, Optional
 
 from gpu_runtime.errors import IntegrityError
+from gpu_spec.bundle_files import app_file_problems
 from gpu_spec.manifest.paths import check_relpath
 from gpu_spec.safe_read import MAX_CACHE_FILE_BYTES, FileReadError, read_regular_file
 
@@ -113,3 +116,18 @@ def read_verified(
             f"Refusing to load it; " + (fix or "rebuild the bundle with `pants package`")
         )
     return data
+
+
+def check_app_files(bundle_files: Mapping[str, str], cache_root: str) -> None:
+    """IntegrityError, in one line, when the app's files beside `cache_root` break
+    `app_file_problems` (a symlink out of the bundle, a file the manifest does not list): the
+    same line `verify` prints for it."""
+    if not bundle_files:
+        return
+    problems = app_file_problems(os.path.dirname(os.path.abspath(cache_root)), bundle_files)
+    if problems:
+        first = next(iter(problems.values()))
+        more = len(problems) - 1
+        raise IntegrityError(
+            first + (f" ({more} more: `python -m gpu_runtime verify` lists them)" if more else "")
+        )

@@ -2,7 +2,9 @@
 
 The signature is checked on the very bytes that are then parsed (`gpu_runtime.bundle.trust`), and a
 bundle with modules whose files are all gone is refused as incomplete
-(`gpu_runtime.bundle.completeness`), before any kernel is looked up or loaded.
+(`gpu_runtime.bundle.completeness`), as is one whose app files beside cache/ lead out of it or
+include a file the manifest does not list (`gpu_runtime.bundle.integrity.check_app_files`),
+before any kernel is looked up or loaded.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from typing import Iterable, Mapping, Optional, Tuple
 
 from gpu_runtime.bundle.completeness import check_complete
+from gpu_runtime.bundle.integrity import check_app_files
 from gpu_runtime.bundle.trust import Trust, check_trust, trusted_keys
 from gpu_runtime.errors import ManifestError, manifest_errors
 from gpu_runtime.logs import log
@@ -44,5 +47,6 @@ def open_bundle_manifest(
         manifest = loads_manifest(raw, origin=os.path.join(root, MANIFEST_NAME))
     if require_complete:
         check_complete(manifest, root)
+        check_app_files(manifest.bundle_files, root)
     log.info("gpu_runtime: bundle %r at %s: %s", manifest.bundle, root, trust)
     return manifest, trust

@@ -9,10 +9,10 @@ Linux (the glibc version from `os.confstr`), in the order pex's vendored packagi
 linux_<arch> after the manylinux tags (packaging 26.3 moved it first; pex's files, like
 3rdparty/platforms/h200_x86_64_cp312.json, have it last). It imports nothing from gpu_runtime
 either: the file also runs on its own (`python3 complete_platform.py`) on a device with nothing
-but python3.
+but python3. It keeps to Python 3.6's syntax (no `from __future__ import annotations`), so that
+there, as run alone, it says which Python it needs rather than fail with a SyntaxError
+(`python -m gpu_runtime` checks the same first, in gpu_runtime/__init__.py).
 """
-
-from __future__ import annotations
 
 import argparse
 import json
@@ -29,6 +29,7 @@ _LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5):
 _LAST_GLIBC_MINOR = 50  # packaging's guess at a past glibc major's last minor
 
 Version = Tuple[int, int]
+REQUIRES_PYTHON = (3, 7)  # gpu_runtime.PLATFORM_PYTHON, for this file run alone
 
 
 class UnsupportedPlatform(Exception):
@@ -215,6 +216,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # the file alone, copied to a device without gpu_runtime
+    if sys.version_info < REQUIRES_PYTHON:
+        raise SystemExit(
+            "error: complete_platform.py needs Python %d.%d or newer, and this is Python %s "
+            "(%s): run it with a newer python3"
+            % (REQUIRES_PYTHON + (sys.version.split()[0], sys.executable or "python"))
+        )
     _parser = argparse.ArgumentParser(prog="complete_platform.py", description=HELP)
     add_arguments(_parser)
     raise SystemExit(run(_parser.parse_args()))

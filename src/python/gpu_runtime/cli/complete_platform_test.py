@@ -128,3 +128,22 @@ def test_not_glibc_is_refused_in_one_line(monkeypatch, capsys):
     assert main(["platform"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "musl" in err and "pex3 interpreter inspect" in err
+
+
+def test_the_file_alone_says_which_python_it_needs_on_an_old_one(tmp_path):
+    """Run alone (copied to a device), on CPython 3.6: one line, not a SyntaxError."""
+    old = "/root/.pyenv/versions/3.6.15/bin/python3"
+    if not os.path.exists(old):
+        pytest.skip(f"no CPython 3.6 here ({old} is absent)")
+    done = subprocess.run(
+        [old, "-S", complete_platform.__file__], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("error: complete_platform.py needs Python 3.7 or newer")
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_file_and_the_package_check_the_same_version():
+    import gpu_runtime
+
+    assert complete_platform.REQUIRES_PYTHON == gpu_runtime.PLATFORM_PYTHON

@@ -4,8 +4,11 @@ Checks what the device would trust before running anything: the manifest's signa
 the trusted keys (pinned into the app when run from its PEX, ``$GPU_RUNTIME_TRUSTED_KEYS``,
 ``--key``), then every file the manifest lists, the app PEX included: its path by the runtime's
 own rule (`gpu_runtime.bundle.integrity.locate_file`: nothing out of cache/ or the bundle
-directory, nothing but regular files), then its sha256. Prints one line per problem and a
-summary. Needs no GPU. Exit status:
+directory, nothing but regular files), then its sha256; and the app's files beside cache/ by the
+rule the runtime applies when it opens the bundle (`gpu_spec.bundle_files.app_file_problems`: no
+symlink out of the bundle, no file the manifest does not list, such as an added
+`app.pex/zzz.pth`), refused in the very line the runtime's error is. Prints one line per problem
+and a summary. Needs no GPU. Exit status:
 
 * 0 ``OK``: every file matches, and the signature was checked against a trusted key (or the
   bundle is unsigned and no key is trusted: nothing claims more than the sha256);
@@ -64,11 +67,14 @@ def bundle_dirs(path: str) -> "tuple[str, str]":
     return path, os.path.join(path, CACHE_DIR)
 
 
-def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
+def problems_of(
+    bundle_dir: str, digests: "dict[str, str]", skip: "tuple[str, ...]" = ()
+) -> List[str]:
     """One line per listed file that is missing, refused or whose sha256 differs.
 
     Paths under cache/ are located as the runtime locates them (inside the real cache/), the
-    app's files inside the bundle directory, both by `locate_file`.
+    app's files inside the bundle directory, both by `locate_file`. Paths at or under `skip`
+    (refused already, e.g. a symlinked `app.pex/`) are left out.
     """
     from gpu_runtime.bundle.integrity import locate_file
     from gpu_runtime.errors import IntegrityError
@@ -77,6 +83,8 @@ def problems_of(bundle_dir: str, digests: "dict[str, str]") -> List[str]:
 
     out = []
     for path, digest in digests.items():
+        if any(path == s or path.startswith(f"{s}/") for s in skip):
+            continue
         head, rest = split_cache_path(path)
         try:
             if head:
@@ -112,7 +120,7 @@ def app_summary(bundle_files: "dict[str, str]") -> str:
 def run(args: argparse.Namespace) -> int:
     from gpu_runtime.bundle.manifest import open_bundle_manifest
     from gpu_runtime.errors import GpuRuntimeError
-    from gpu_spec.bundle_files import bundle_file_digests, incomplete_message
+    from gpu_spec.bundle_files import app_file_problems, bundle_file_digests, incomplete_message
     from gpu_spec.manifest.model import MANIFEST_NAME
     from gpu_spec.signature import TRUSTED_KEYS_ENV, SignatureFormatError, parse_public_key
 
@@ -128,15 +136,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"REFUSED: {os.path.join(cache_dir, MANIFEST_NAME)}: {e}")
         return 1
-    problems = problems_of(bundle_dir, digests)
+    app = app_file_problems(bundle_dir, manifest.bundle_files)  # the runtime's rule, and line
+    problems = problems_of(bundle_dir, digests, skip=tuple(app))
     missing = sum(p.startswith("missing: ") for p in problems)
     for line in problems:
         print(line)
+    for line in app.values():
+        print(f"refused: {line}")
     name = f"bundle {manifest.bundle!r} ({bundle_dir})"
     if missing:
         print(f"REFUSED: {incomplete_message(manifest.bundle, bundle_dir, missing, len(digests))}")
     elif problems:
         print(f"REFUSED: {name}: {len(problems)} of {len(digests)} files do not match its manifest")
+    elif app:
+        print(f"REFUSED: {name}: {len(app)} of the app's paths beside cache/ refused (above)")
     elif trust.status == "unchecked":
         print(
             f"NOT VERIFIED: {name}: {len(digests)} files match its manifest, but the manifest "
@@ -149,4 +162,4 @@ def run(args: argparse.Namespace) -> int:
     else:
         apps = app_summary(manifest.bundle_files) or "no app files listed"
         print(f"OK: {name}: {len(digests)} files match the manifest ({apps}); {trust}")
-    return 1 if problems else 0
+    return 1 if problems or app else 0

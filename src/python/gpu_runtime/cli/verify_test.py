@@ -88,5 +88,30 @@ def test_a_file_symlinked_out_of_the_bundle_is_refused(bundle_dir, tmp_path, cap
     os.symlink(outside, os.path.join(bundle_dir, "app.pex"))
     assert main(["verify", bundle_dir]) == 1
     out = capsys.readouterr().out
-    assert "refused: app.pex: refusing manifest path 'app.pex'" in out
-    assert "outside the bundle directory" in out
+    assert f"refused: app.pex in bundle {bundle_dir} is a symlink to {outside}" in out
+    assert "outside the bundle directory" in out and "changed: " not in out
+
+
+def test_a_packed_app_with_a_file_added_is_refused(bundle_dir, capsys):
+    """A packed app.pex/ holds only its listed files (and the bytecode Python writes for them)."""
+    app = os.path.join(bundle_dir, "app.pex")
+    os.remove(app)
+    os.makedirs(os.path.join(app, "__pycache__"))
+    with open(os.path.join(app, "__main__.py"), "wb") as f:
+        f.write(APP)
+    with open(os.path.join(app, "__pycache__", "__main__.cpython-312.pyc"), "wb") as f:
+        f.write(b"bytecode")
+    path = os.path.join(bundle_dir, "cache", MANIFEST_NAME)
+    with open(path) as f:
+        manifest = json.load(f)
+    manifest["bundle_files"] = {"app.pex/__main__.py": sha256_bytes(APP)}
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    assert main(["verify", bundle_dir]) == 0
+    capsys.readouterr()
+    with open(os.path.join(app, "zzz.pth"), "w") as f:
+        f.write("import os\n")
+    assert main(["verify", bundle_dir]) == 1
+    out = capsys.readouterr().out
+    assert "refused: app.pex/zzz.pth in bundle" in out and "is not one of the app's files" in out
+    assert "remove app.pex/zzz.pth" in out and out.splitlines()[-1].startswith("REFUSED")
