@@ -1,9 +1,15 @@
-"""The `gpu_kernel` target and its fields (fields and targets only; rules live elsewhere)."""
+"""The `gpu_kernel` target and its fields (fields and targets only; rules live elsewhere).
+
+Constructing a target runs only Pants' own checks (types, `required`, `valid_choices`,
+`valid_numbers`): Pants builds every target of the repo for Python dependency inference, so a
+check here would fail every such goal on one broken target anywhere. The plugin's own checks
+(capabilities, PTX versions, register caps, `defines`, `include_dirs`, drivers) run where a rule
+uses the target: `gpu_build.validation`.
+"""
 
 from __future__ import annotations
 
 import os
-import re
 from typing import ClassVar, Iterable, Optional, Union
 
 from pants.core.goals.package import OutputPathField
@@ -13,7 +19,6 @@ from pants.engine.target import (
     BoolField,
     Dependencies,
     IntField,
-    InvalidFieldException,
     SingleSourceField,
     SpecialCasedDependencies,
     StringField,
@@ -21,23 +26,25 @@ from pants.engine.target import (
     Target,
     ValidNumbers,
 )
-from pants.util.strutil import help_text, softwrap
+from pants.util.strutil import help_text
 
-from gpu_spec.capabilities import (
-    MAX_REGISTERS_PER_THREAD,
-    check_max_registers,
-    min_ptx_isa,
-    parse_capability,
-    sort_capabilities,
-)
+from gpu_spec.capabilities import MAX_REGISTERS_PER_THREAD, parse_capability
 from gpu_spec.errors import SpecError
-from gpu_spec.versions import is_version, parse_version
-
-# A `defines` entry: NAME or NAME=VALUE (one line), as `-D` takes it.
-_DEFINE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(=[^\n]*)?")
 
 CUDA_CPP_EXTENSIONS = (".cu",)
 NUMBA_EXTENSIONS = (".py",)
+
+
+def sorted_capabilities(capabilities: Iterable[str]) -> tuple[str, ...]:
+    """Unique, oldest first; unknown ones last, as written, for the validation to refuse."""
+
+    def key(capability: str) -> tuple[int, tuple]:
+        try:
+            return (0, parse_capability(capability))
+        except SpecError:
+            return (1, ())  # equal keys: the sort is stable, so they stay as written
+
+    return tuple(sorted(dict.fromkeys(capabilities), key=key))
 
 
 class GpuKernelSourceField(SingleSourceField):
@@ -66,21 +73,7 @@ class GpuKernelCapabilitiesField(StringSequenceField):
         cls, raw_value: Optional[Iterable[str]], address: Address
     ) -> Optional[tuple[str, ...]]:
         value = super().compute_value(raw_value, address)
-        if value is None:
-            return None
-        if not value:
-            raise InvalidFieldException(
-                f"The `{cls.alias}` field in target {address} is empty: list at least one "
-                f"capability, or leave the field out to use the default."
-            )
-        for capability in value:
-            try:
-                parse_capability(capability)
-            except SpecError as e:
-                raise InvalidFieldException(
-                    f"The `{cls.alias}` field in target {address} has an invalid value: {e}"
-                ) from e
-        return tuple(sort_capabilities(value))
+        return None if value is None else sorted_capabilities(value)
 
 
 class GpuKernelPtxVersionField(StringField):
@@ -92,16 +85,6 @@ class GpuKernelPtxVersionField(StringField):
         it: newer than the toolchain's own ISA, or older than a listed capability needs.
         """
     )
-
-    @classmethod
-    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
-        value = super().compute_value(raw_value, address)
-        if value is not None and not is_version(value):
-            raise InvalidFieldException(
-                f'The `{cls.alias}` field in target {address} must look like `"8.5"`, '
-                f"got {value!r}."
-            )
-        return value
 
 
 class GpuKernelToolchainField(StringField):
@@ -136,18 +119,6 @@ class GpuKernelMaxRegistersField(IntField):
         """
     )
 
-    @classmethod
-    def compute_value(cls, raw_value: Optional[int], address: Address) -> Optional[int]:
-        value = super().compute_value(raw_value, address)
-        if value is not None:
-            try:
-                check_max_registers(value)
-            except SpecError as e:
-                raise InvalidFieldException(
-                    f"The `{cls.alias}` field in target {address}: {e}."
-                ) from None
-        return value
-
 
 class GpuKernelDefinesField(StringSequenceField):
     alias = "defines"
@@ -159,20 +130,6 @@ class GpuKernelDefinesField(StringSequenceField):
         definitions: use `include_dirs` and the other fields.
         """
     )
-
-    @classmethod
-    def compute_value(
-        cls, raw_value: Optional[Iterable[str]], address: Address
-    ) -> Optional[tuple[str, ...]]:
-        value = super().compute_value(raw_value, address)
-        for define in value or ():
-            if not _DEFINE_RE.fullmatch(define):
-                raise InvalidFieldException(
-                    f"The `{cls.alias}` field of {address} holds {define!r}, which is not a "
-                    f"definition `NAME` or `NAME=VALUE` with NAME a C identifier (NVRTC `-D`): "
-                    f"write it as e.g. 'TILE=16'; an include directory goes in `include_dirs`."
-                )
-        return value
 
 
 class GpuKernelIncludeDirsField(StringSequenceField):
@@ -189,23 +146,6 @@ class GpuKernelIncludeDirsField(StringSequenceField):
         one outside the repository is refused.
         """
     )
-
-    @classmethod
-    def compute_value(
-        cls, raw_value: Optional[Iterable[str]], address: Address
-    ) -> Optional[tuple[str, ...]]:
-        value = super().compute_value(raw_value, address)
-        for include_dir in value or ():
-            joined = os.path.normpath(os.path.join(address.spec_path, include_dir))
-            if os.path.isabs(include_dir) or joined == ".." or joined.startswith("../"):
-                # An absolute path would read the host's headers (/usr/local/cuda/include),
-                # which the compile's cache key knows nothing of.
-                raise InvalidFieldException(
-                    f"The `{cls.alias}` field in target {address} has {include_dir!r}, which "
-                    f"is outside the repository: include directories must be relative to the "
-                    f"BUILD file and stay inside the build root, so the compile stays hermetic."
-                )
-        return value
 
 
 class GpuKernelNameExpressionsField(StringSequenceField):
@@ -240,13 +180,6 @@ class GpuKernelOutputPathField(OutputPathField):
         {OutputPathField.help}
         """
     )
-
-
-# `include_dirs` is not among them: on a numba source it applies to the `.cu` files it links.
-_CUDA_CPP_ONLY_FIELDS = (
-    GpuKernelDefinesField,
-    GpuKernelNameExpressionsField,
-)
 
 
 class GpuKernelTarget(Target):
@@ -338,33 +271,6 @@ class GpuKernelTarget(Target):
         """
     )
 
-    def validate(self) -> None:
-        source = self[GpuKernelSourceField].value or ""
-        if not source.endswith(CUDA_CPP_EXTENSIONS):
-            for field_type in _CUDA_CPP_ONLY_FIELDS:
-                if self[field_type].value:
-                    raise InvalidFieldException(
-                        softwrap(
-                            f"""
-                            The `{field_type.alias}` field in target {self.address} applies to
-                            `.cu` sources only, but `{source}` is a numba-cuda source. Remove
-                            the field.
-                            """
-                        )
-                    )
-        ptx_version = self[GpuKernelPtxVersionField].value
-        for capability in self[GpuKernelCapabilitiesField].value or ():
-            if ptx_version and parse_version(ptx_version) < parse_version(min_ptx_isa(capability)):
-                raise InvalidFieldException(
-                    softwrap(
-                        f"""
-                        The `{GpuKernelPtxVersionField.alias}` field in target {self.address} is
-                        {ptx_version}, but {capability} needs PTX ISA
-                        {min_ptx_isa(capability)} or newer.
-                        """
-                    )
-                )
-
 
 # -----------------------------------------------------------------------------------------------
 # `deploy_bundle`
@@ -416,7 +322,7 @@ class DeployBundleCapabilitiesField(StringSequenceField):
         cls, raw_value: Optional[Iterable[str]], address: Address
     ) -> Optional[tuple[str, ...]]:
         value = super().compute_value(raw_value, address)  # enforces `required`
-        return GpuKernelCapabilitiesField.compute_value(value, address)
+        return None if value is None else sorted_capabilities(value)
 
 
 class DeployBundleToolchainField(StringField):
@@ -439,17 +345,6 @@ class DeployBundleDriverVersionField(StringField):
         cubins from a toolchain of a newer CUDA major version.
         """
     )
-
-    @classmethod
-    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
-        value = super().compute_value(raw_value, address)
-        if value is not None and (not is_version(value) or parse_version(value)[0] >= 100):
-            raise InvalidFieldException(
-                f"The `{cls.alias}` field in target {address} must be the CUDA version the "
-                f'driver supports, like `"12.6"` (nvidia-smi\'s "CUDA Version", not the '
-                f"driver release such as 580.159), got {value!r}."
-            )
-        return value
 
 
 class DeployBundleCompletePlatformsField(SpecialCasedDependencies):

@@ -1,7 +1,10 @@
-"""BUILD-time validation of `gpu_kernel` and `deploy_bundle` fields, through the engine.
+"""The checks of `gpu_kernel` and `deploy_bundle` fields, on targets built through the engine.
 
-Every error here must surface while Pants builds the target from its BUILD file (before any
-compile runs), and must name the target so a user can find the line to fix.
+Pants' own checks (types, `required`, `valid_choices`, `valid_numbers`, source extensions) fail
+while Pants builds the target from its BUILD file. The plugin's checks do not: the target builds,
+so one broken target does not fail goals that never use it (Pants builds every target for Python
+inference), and `validate_gpu_kernel` / `validate_deploy_bundle`, which every rule that uses the
+target runs first, refuse it in one line naming the target, the field and the value.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from gpu_build.target_types import (
     GpuKernelSourceField,
     GpuKernelTarget,
 )
+from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
+from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
+from gpu_build.validation import validate_deploy_bundle, validate_gpu_kernel
 from gpu_spec.capabilities import CAPABILITIES, min_ptx_isa
 
 
@@ -80,6 +86,26 @@ def error_message(
     return message
 
 
+def invalid(tgt: Target) -> str:
+    """The target builds; its kind's validation refuses it in one line, which is returned."""
+    with pytest.raises(InvalidFieldException) as excinfo:
+        if isinstance(tgt, DeployBundleTarget):
+            validate_deploy_bundle(DeployBundleFieldSet.create(tgt))
+        else:
+            validate_gpu_kernel(GpuKernelFieldSet.create(tgt))
+    message = str(excinfo.value)
+    assert "\n" not in message, message
+    return message
+
+
+def valid(tgt: Target) -> Target:
+    if isinstance(tgt, DeployBundleTarget):
+        validate_deploy_bundle(DeployBundleFieldSet.create(tgt))
+    else:
+        validate_gpu_kernel(GpuKernelFieldSet.create(tgt))
+    return tgt
+
+
 # -----------------------------------------------------------------------------------------------
 # gpu_kernel: capabilities
 
@@ -96,7 +122,7 @@ def test_capabilities_deduplicated_and_sorted_oldest_first(rule_runner: RuleRunn
         """,
     )
     # Numeric, not lexical: sm_100 and sm_120 come after sm_90.
-    assert tgt[GpuKernelCapabilitiesField].value == (
+    assert valid(tgt)[GpuKernelCapabilitiesField].value == (
         "sm_75",
         "sm_87",
         "sm_90",
@@ -108,19 +134,16 @@ def test_capabilities_deduplicated_and_sorted_oldest_first(rule_runner: RuleRunn
 def test_capabilities_default_is_none(rule_runner: RuleRunner) -> None:
     # Left out: the rules use `[gpu-toolchains].default_capabilities`.
     tgt = kernel(rule_runner, 'gpu_kernel(name="k", source="k.py")')
-    assert tgt[GpuKernelCapabilitiesField].value is None
+    assert valid(tgt)[GpuKernelCapabilitiesField].value is None
 
 
 @pytest.mark.parametrize("bad", ["sm_91", "compute_90", "sm_90a", "90", "SM_90"])
 def test_unknown_capability_names_target_and_valid_choices(
     rule_runner: RuleRunner, bad: str
 ) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
-        kernel(
-            rule_runner,
-            f'gpu_kernel(name="k", source="k.py", capabilities=["sm_80", "{bad}"])',
-        )
-    message = error_message(excinfo)
+    message = invalid(
+        kernel(rule_runner, f'gpu_kernel(name="k", source="k.py", capabilities=["sm_80", "{bad}"])')
+    )
     assert "src:k" in message
     assert "`capabilities`" in message
     assert repr(bad) in message
@@ -130,9 +153,7 @@ def test_unknown_capability_names_target_and_valid_choices(
 
 
 def test_empty_capabilities(rule_runner: RuleRunner) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
-        kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", capabilities=[])')
-    message = error_message(excinfo)
+    message = invalid(kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", capabilities=[])'))
     assert "src:k" in message
     assert "empty" in message
 
@@ -152,14 +173,14 @@ def test_ptx_version_accepted(rule_runner: RuleRunner, good: str) -> None:
         rule_runner,
         f'gpu_kernel(name="k", source="k.py", capabilities=["sm_90"], ptx_version="{good}")',
     )
-    assert tgt[GpuKernelPtxVersionField].value == good
+    assert valid(tgt)[GpuKernelPtxVersionField].value == good
 
 
 @pytest.mark.parametrize("bad", ["9", "v9.0", "9.0.1", "nine", "9.0 ", ""])
 def test_ptx_version_format(rule_runner: RuleRunner, bad: str) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
+    message = invalid(
         kernel(rule_runner, f'gpu_kernel(name="k", source="k.py", ptx_version="{bad}")')
-    message = error_message(excinfo)
+    )
     assert "src:k" in message
     assert "`ptx_version`" in message
     assert repr(bad) in message
@@ -167,7 +188,7 @@ def test_ptx_version_format(rule_runner: RuleRunner, bad: str) -> None:
 
 def test_ptx_version_older_than_a_capability_needs(rule_runner: RuleRunner) -> None:
     # sm_87 needs PTX ISA 7.4; sm_90 needs 7.8, which 7.4 is older than.
-    with pytest.raises(ExecutionError) as excinfo:
+    message = invalid(
         kernel(
             rule_runner,
             """
@@ -179,7 +200,7 @@ def test_ptx_version_older_than_a_capability_needs(rule_runner: RuleRunner) -> N
             )
             """,
         )
-    message = error_message(excinfo)
+    )
     assert "src:k" in message
     assert "sm_90" in message
     assert min_ptx_isa("sm_90") in message
@@ -191,7 +212,7 @@ def test_ptx_version_exactly_the_minimum_is_fine(rule_runner: RuleRunner) -> Non
         rule_runner,
         'gpu_kernel(name="k", source="k.py", capabilities=["sm_87"], ptx_version="7.4")',
     )
-    assert tgt[GpuKernelPtxVersionField].value == "7.4"
+    assert valid(tgt)[GpuKernelPtxVersionField].value == "7.4"
 
 
 # -----------------------------------------------------------------------------------------------
@@ -208,9 +229,7 @@ def test_ptx_version_exactly_the_minimum_is_fine(rule_runner: RuleRunner) -> Non
 def test_cuda_cpp_only_fields_refused_on_numba_source(
     rule_runner: RuleRunner, field: str, value: str
 ) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
-        kernel(rule_runner, f'gpu_kernel(name="k", source="k.py", {field}={value})')
-    message = error_message(excinfo)
+    message = invalid(kernel(rule_runner, f'gpu_kernel(name="k", source="k.py", {field}={value})'))
     assert "src:k" in message
     assert f"`{field}`" in message
     assert ".cu" in message
@@ -219,7 +238,7 @@ def test_cuda_cpp_only_fields_refused_on_numba_source(
 def test_include_dirs_accepted_on_numba_source(rule_runner: RuleRunner) -> None:
     """They apply to the CUDA C++ files the numba source links."""
     tgt = kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", include_dirs=["inc"])')
-    assert tgt[GpuKernelIncludeDirsField].value == ("inc",)
+    assert valid(tgt)[GpuKernelIncludeDirsField].value == ("inc",)
 
 
 def test_cuda_cpp_only_fields_accepted_on_cu_source(rule_runner: RuleRunner) -> None:
@@ -235,7 +254,7 @@ def test_cuda_cpp_only_fields_accepted_on_cu_source(rule_runner: RuleRunner) -> 
         )
         """,
     )
-    assert tgt[GpuKernelSourceField].value == "k.cu"
+    assert valid(tgt)[GpuKernelSourceField].value == "k.cu"
 
 
 @pytest.mark.parametrize("source", ["k.cu", "k.py"])
@@ -243,9 +262,9 @@ def test_cuda_cpp_only_fields_accepted_on_cu_source(rule_runner: RuleRunner) -> 
 def test_include_dirs_outside_the_repository_refused(
     rule_runner: RuleRunner, bad: str, source: str
 ) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
+    message = invalid(
         kernel(rule_runner, f'gpu_kernel(name="k", source="{source}", include_dirs=["{bad}"])')
-    message = error_message(excinfo)
+    )
     assert "src:k" in message and repr(bad) in message and "outside the repository" in message
 
 
@@ -274,11 +293,11 @@ def test_max_registers_positive(rule_runner: RuleRunner) -> None:
 
 
 def test_max_registers_at_most_what_a_thread_can_have(rule_runner: RuleRunner) -> None:
-    with pytest.raises(ExecutionError) as e:
+    message = invalid(
         kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=100000)')
-    message = error_message(e)
+    )
     assert "src:k" in message and "max_registers=100000" in message and "1 to 255" in message
-    assert kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=255)')
+    assert valid(kernel(rule_runner, 'gpu_kernel(name="k", source="k.py", max_registers=255)'))
 
 
 # -----------------------------------------------------------------------------------------------
@@ -312,14 +331,12 @@ def bundle(rule_runner: RuleRunner, extra: str) -> Target:
 @pytest.mark.parametrize("good", ["12.6", "13.0"])
 def test_driver_version_accepted(rule_runner: RuleRunner, good: str) -> None:
     tgt = bundle(rule_runner, f'driver_version="{good}",')
-    assert tgt[DeployBundleDriverVersionField].value == good
+    assert valid(tgt)[DeployBundleDriverVersionField].value == good
 
 
 @pytest.mark.parametrize("bad", ["12", "12.6.1", "r580", "latest", "12,6", "580.159"])
 def test_driver_version_format(rule_runner: RuleRunner, bad: str) -> None:
-    with pytest.raises(ExecutionError) as excinfo:
-        bundle(rule_runner, f'driver_version="{bad}",')
-    message = error_message(excinfo, "app/BUILD")
+    message = invalid(bundle(rule_runner, f'driver_version="{bad}",'))
     assert "app:bundle" in message
     assert "`driver_version`" in message
     assert repr(bad) in message
@@ -347,9 +364,7 @@ def test_bundle_capabilities_validated_like_kernels(rule_runner: RuleRunner) -> 
             ),
         }
     )
-    with pytest.raises(ExecutionError) as excinfo:
-        rule_runner.get_target(Address("app", target_name="bundle"))
-    message = error_message(excinfo, "app/BUILD")
+    message = invalid(rule_runner.get_target(Address("app", target_name="bundle")))
     assert "app:bundle" in message
     assert "'sm_88x'" in message
     assert "sm_87" in message and "sm_90" in message
@@ -417,16 +432,20 @@ def test_gpu_kernel_help_shows_every_kernel_form_and_the_process_model() -> None
     assert "Each (source, capability) compile is" not in text
 
 
+def cu_kernel(defines: list[str]) -> GpuKernelTarget:
+    return GpuKernelTarget(
+        {"source": "k.cu", "defines": defines}, Address("src/k", target_name="k")
+    )
+
+
 @pytest.mark.parametrize("define", ["-I/etc", "-DX", "1X=2", "A B", "X\nY", ""])
 def test_a_define_that_is_not_a_definition_is_refused_naming_the_target_and_entry(
     define: str,
 ) -> None:
-    with pytest.raises(InvalidFieldException) as e:
-        GpuKernelDefinesField.compute_value([define], Address("src/k", target_name="k"))
-    message = str(e.value)
+    message = invalid(cu_kernel([define]))
     assert "src/k:k" in message and repr(define) in message and "include_dirs" in message
 
 
 def test_definitions_as_nvrtc_takes_them_are_kept() -> None:
     defines = ["TILE=16", "FAST", "_X=a b", "Y="]
-    assert GpuKernelDefinesField.compute_value(defines, Address("src/k")) == tuple(defines)
+    assert valid(cu_kernel(defines))[GpuKernelDefinesField].value == tuple(defines)

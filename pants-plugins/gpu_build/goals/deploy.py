@@ -26,6 +26,7 @@ from pants.engine.unions import UnionRule
 from pants.util.resources import read_resource
 
 import gpu_spec
+from gpu_build import validation
 from gpu_build.subsystems.deploy import GpuBundleDeploy
 from gpu_build.target_types import (
     DeployBundleBinaryField,
@@ -35,6 +36,7 @@ from gpu_build.target_types import (
     DeployBundleSshPortField,
 )
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
+from gpu_build.validation import DeployBundleValidationRequest, ValidatedDeployBundle
 
 # The tool's sources in its PEX: its two scripts, and gpu_spec (standard library only) whole, so
 # that whatever `gpu_spec.bundle_files` imports comes along.
@@ -109,6 +111,8 @@ async def deploy_device_bundle(
         WrappedTarget, WrappedTargetRequest(field_set.address, description_of_origin="<deploy>")
     )
     package_field_set = DeployBundleFieldSet.create(wrapped.target)
+    # The bundle's own fields, before the deploy tool is built (as `package` checks them).
+    await Get(ValidatedDeployBundle, DeployBundleValidationRequest(package_field_set))
     package, tool, ssh, sftp, env = await MultiGet(
         Get(BuiltPackage, PackageFieldSet, package_field_set),
         Get(VenvPex, DeployToolRequest()),
@@ -154,4 +158,8 @@ async def deploy_device_bundle(
 
 
 def rules():
-    return [*collect_rules(), UnionRule(DeployFieldSet, DeployBundleDeployFieldSet)]
+    return [
+        *collect_rules(),
+        *validation.rules(),
+        UnionRule(DeployFieldSet, DeployBundleDeployFieldSet),
+    ]

@@ -1,7 +1,9 @@
 """`pants package` on a `deploy_bundle`: the app PEX plus `cache/` of precompiled kernels.
 
 Like Pants' `archive` target, a package made of other packages. This rule ties the parts together:
-- bundle_outputs.py: no other `deploy_bundle` writes the same dist/ path (checked first);
+- gpu_build/validation.py: the bundle's own fields, as every rule that uses a target checks
+  them (first);
+- bundle_outputs.py: no other `deploy_bundle` writes the same dist/ path (checked next);
 - bundle_kernels.py: which `gpu_kernel`s the bundle ships, checked against its capabilities and
   driver before anything is built;
 - bundle_signing.py: the public keys pinned into the app, and the manifest's signature;
@@ -29,6 +31,7 @@ from pants.engine.unions import UnionRule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
+from gpu_build import validation
 from gpu_build.util_rules.bundle_archive import CreateDeterministicTarGz
 from gpu_build.util_rules.bundle_cache import (
     BundleCompiles,
@@ -47,12 +50,14 @@ from gpu_build.util_rules.bundle_signing import (
     PinnedKeysRequest,
     SignManifestRequest,
 )
+from gpu_build.validation import DeployBundleValidationRequest, ValidatedDeployBundle
 
 
 @rule(level=LogLevel.DEBUG)
 async def package_deploy_bundle(
     field_set: DeployBundleFieldSet, all_outputs: AllBundleOutputs
 ) -> BuiltPackage:
+    await Get(ValidatedDeployBundle, DeployBundleValidationRequest(field_set))
     output_dir = field_set.output_dir
     check_output_clash(field_set.address, output_dir, all_outputs)
     binaries, explicit_kernels, pins = await MultiGet(
@@ -108,4 +113,8 @@ async def package_deploy_bundle(
 
 
 def rules():
-    return [*collect_rules(), UnionRule(PackageFieldSet, DeployBundleFieldSet)]
+    return [
+        *collect_rules(),
+        *validation.rules(),
+        UnionRule(PackageFieldSet, DeployBundleFieldSet),
+    ]

@@ -8,7 +8,7 @@ import pytest
 from pants.backend.python.target_types import PexBinary
 from pants.engine.addresses import Address, UnparsedAddressInputs
 from pants.engine.fs import CreateDigest, Digest, MergeDigests
-from pants.engine.target import Targets
+from pants.engine.target import InvalidFieldException, Targets
 from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
 from gpu_build.goals.package_bundle import package_deploy_bundle
@@ -30,6 +30,11 @@ from gpu_build.util_rules.bundle_signing import (
     PinnedKeysRequest,
     SignManifestRequest,
 )
+from gpu_build.validation import (
+    DeployBundleValidationRequest,
+    ValidatedDeployBundle,
+    validated_deploy_bundle,
+)
 
 APP = "src/python/imaging"
 
@@ -38,12 +43,12 @@ def built(_: object) -> NoReturn:
     raise AssertionError("built something before the bundle's checks")
 
 
-def package(binary: PexBinary) -> None:
+def package(binary: PexBinary, driver_version: str = "13.0") -> None:
     bundle = DeployBundleTarget(
         {
             "binary": f":{binary.address.target_name}",
             "capabilities": ["sm_90"],
-            "driver_version": "13.0",
+            "driver_version": driver_version,
         },
         Address(APP, target_name="imaging_h200"),
     )
@@ -55,6 +60,9 @@ def package(binary: PexBinary) -> None:
         package_deploy_bundle,
         rule_args=[DeployBundleFieldSet.create(bundle), AllBundleOutputs()],
         mock_gets=[
+            MockGet(
+                ValidatedDeployBundle, (DeployBundleValidationRequest,), validated_deploy_bundle
+            ),
             MockGet(Targets, (UnparsedAddressInputs,), targets),
             MockGet(PinnedKeys, (PinnedKeysRequest,), lambda _: PinnedKeys(())),
             MockGet(BundleKernels, (BundleKernelsRequest,), lambda _: BundleKernels()),
@@ -86,3 +94,16 @@ def test_a_zipapp_named_cache_gets_no_launcher_and_is_built() -> None:
     binary = PexBinary({"entry_point": "app.py:main"}, Address(APP, target_name="cache"))
     with pytest.raises(AssertionError, match="built something"):
         package(binary)
+
+
+def test_a_bundle_whose_fields_are_invalid_is_refused_before_anything_is_built() -> None:
+    """The bundle builds as a target (so it fails no goal that does not use it); packaging it
+    refuses it in one line first."""
+    binary = PexBinary({"entry_point": "app.py:main"}, Address(APP, target_name="app"))
+    with pytest.raises(InvalidFieldException) as e:
+        package(binary, driver_version="580.159")
+    assert str(e.value) == (
+        f"The `driver_version` field in target {APP}:imaging_h200 must be the CUDA version the "
+        'driver supports, like `"12.6"` (nvidia-smi\'s "CUDA Version", not the driver release '
+        "such as 580.159), got '580.159'."
+    )

@@ -32,8 +32,10 @@ from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import Targets
 
+from gpu_build import validation
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.util_rules.bundle_pex import bundle_binary
+from gpu_build.validation import DeployBundleValidationRequest, ValidatedDeployBundle
 
 STRICT_ENV = {"GPU_RUNTIME_STRICT": "1"}
 # Pants' platform -> the `platform_machine` of a complete platform built for it
@@ -120,8 +122,9 @@ def bundle_run_request(
 async def run_deploy_bundle(
     field_set: DeployBundleRunFieldSet, platform: Platform, python_setup: PythonSetup
 ) -> RunRequest:
-    # What the bundle was built for is checked first: a bundle for another machine is refused
-    # before anything is built.
+    # The bundle's own fields first (as `package` checks them), then what it was built for: a
+    # bundle for another machine is refused before anything is built.
+    await Get(ValidatedDeployBundle, DeployBundleValidationRequest(field_set.package_field_set()))
     binaries = await Get(
         Targets, UnparsedAddressInputs, field_set.binary.to_unparsed_address_inputs()
     )
@@ -162,4 +165,4 @@ async def run_deploy_bundle(
 
 
 def rules():
-    return [*collect_rules(), *DeployBundleRunFieldSet.rules()]
+    return [*collect_rules(), *validation.rules(), *DeployBundleRunFieldSet.rules()]

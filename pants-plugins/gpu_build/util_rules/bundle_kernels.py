@@ -1,9 +1,10 @@
 """Which `gpu_kernel`s a deploy_bundle ships, and the checks they pass before anything is built.
 
-The kernels are those of the `kernels` field plus those the binary depends on. Each must be
-compiled for every capability the bundle ships, and the bundle's driver must load what the
-chosen toolchain builds: checked here from the toolchain alone, and again from each compile's
-metadata once it has run (`check_driver`).
+The kernels are those of the `kernels` field plus those the binary depends on. Each passes its
+own fields' checks (`gpu_build/validation.py`), must be compiled for every capability the
+bundle ships, and the bundle's driver must load what the chosen toolchain builds: checked here
+from the toolchain alone, and again from each compile's metadata once it has run
+(`check_driver`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from typing import Iterable
 
 from pants.engine.addresses import Address
 from pants.engine.collection import Collection
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, Targets, TransitiveTargets, TransitiveTargetsRequest
 from pants.util.strutil import softwrap
 
+from gpu_build import validation
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
 from gpu_build.util_rules.toolchain import toolchain_spec
+from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
 from gpu_spec.compatibility import driver_problems
 from gpu_spec.versions import parse_version
 
@@ -116,6 +119,7 @@ async def bundle_kernels(request: BundleKernelsRequest, subsystem: GpuToolchains
         GpuKernelFieldSet.create(tgt)
         for tgt in select_kernels(field_set, request.explicit, transitive.closure)
     ]
+    await MultiGet(Get(ValidatedGpuKernel, GpuKernelValidationRequest(k)) for k in kernels)
     for kernel in kernels:
         check_capabilities(field_set, kernel, subsystem)
         # Refuse before building anything when the toolchain alone rules the driver out.
@@ -130,4 +134,4 @@ async def bundle_kernels(request: BundleKernelsRequest, subsystem: GpuToolchains
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *validation.rules()]

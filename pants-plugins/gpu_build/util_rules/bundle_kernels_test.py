@@ -1,5 +1,5 @@
 """Pure tests of a bundle's kernel selection and checks, and of its binary: targets constructed
-directly (their fields validate on construction), no engine."""
+directly (Pants' own field checks run then), no engine."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTarge
 from pants.source.source_root import SourceRoot, SourceRootRequest
 from pants.util.strutil import softwrap
 
+from gpu_build import validation
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
@@ -42,6 +43,7 @@ from gpu_build.util_rules.toolchain import (
     ToolchainSpec,
     toolchain_spec,
 )
+from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
 from gpu_spec.compile_report import failed_capabilities
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import METADATA_FILE
@@ -186,6 +188,7 @@ async def compile_kernel(
 ) -> CompiledKernels:
     field_set = request.field_set
     address = field_set.address
+    await Get(ValidatedGpuKernel, GpuKernelValidationRequest(field_set))
     spec = toolchain_spec(
         subsystem, request.toolchain or field_set.toolchain.value, origin=f"The target {address}"
     )
@@ -286,4 +289,4 @@ async def run_kernel_process(
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *validation.rules()]

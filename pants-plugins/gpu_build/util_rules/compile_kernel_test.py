@@ -1,7 +1,7 @@
 """Pure tests of the compile rule's helpers: the process, options from fields, ptx_version checks.
 
 Like Pants' docker_binary_test, the whole process is built by a plain function and asserted
-without the engine; targets are constructed directly (their fields validate on construction).
+without the engine; targets are constructed directly (Pants' own field checks run then).
 """
 
 from __future__ import annotations

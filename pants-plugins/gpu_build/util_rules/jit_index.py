@@ -36,6 +36,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import GeneratedSources, GenerateSourcesRequest
 from pants.engine.unions import UnionRule
 
+from gpu_build import validation
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.compile_kernel import KernelSources, KernelSourcesRequest
@@ -45,6 +46,7 @@ from gpu_build.util_rules.kernel_field_set import (
     KernelCompileOptions,
     kernel_capabilities,
 )
+from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
 from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
 
 
@@ -82,6 +84,7 @@ async def generate_jit_index(
     request: GenerateJitIndexRequest, subsystem: GpuToolchains
 ) -> GeneratedSources:
     field_set = GpuKernelFieldSet.create(request.protocol_target)
+    await Get(ValidatedGpuKernel, GpuKernelValidationRequest(field_set))
     sources = await Get(
         KernelSources, KernelSourcesRequest(field_set.address, field_set.source.file_path)
     )
@@ -108,4 +111,8 @@ async def generate_jit_index(
 
 
 def rules():
-    return [*collect_rules(), UnionRule(GenerateSourcesRequest, GenerateJitIndexRequest)]
+    return [
+        *collect_rules(),
+        *validation.rules(),
+        UnionRule(GenerateSourcesRequest, GenerateJitIndexRequest),
+    ]

@@ -17,7 +17,13 @@ from pants.core.util_rules import source_files
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
-from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
+from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.target import (
+    InvalidFieldException,
+    SourcesField,
+    TransitiveTargets,
+    TransitiveTargetsRequest,
+)
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from gpu_build import register
@@ -113,3 +119,43 @@ def test_python_target_gets_each_kernels_index_and_input_closure(rule_runner: Ru
     # The same flags as the build step's process (`compile_flags`).
     assert sobel["flags"] == ["--sys-path", ROOT, "--define=TILE=16", f"--include-dir={K}"]
     assert files[f"{base}/src.python.app.kernels.sobel/{K}/sub/val.cuh"] == b"#define V 1\n"
+
+
+def test_an_invalid_kernel_fails_only_what_uses_it_in_one_line(rule_runner: RuleRunner) -> None:
+    """The target builds (Pants builds every target for Python inference); the rules that use
+    it (JIT mode's index, the compile of `package`) refuse it before anything runs."""
+    bad = f"{ROOT}/scratch"
+    rule_runner.write_files(
+        {
+            **FILES,
+            f"{bad}/BUILD": dedent(
+                """\
+                gpu_kernel(name="bad", source="k.py", capabilities=["sm_9O"])
+                python_sources(dependencies=[":bad"])
+                """
+            ),
+            f"{bad}/k.py": "",
+            f"{bad}/main.py": "",
+        }
+    )
+    files = resources_of(rule_runner, Address(f"{ROOT}/app", relative_file_path="main.py"))
+    assert f"{ROOT}/__gpu_kernels__/src.python.app.kernels.blur.json" in files
+    expected = (
+        f"The `capabilities` field in target {bad}:bad has an invalid value: invalid GPU "
+        "capability 'sm_9O': expected one of "
+    )
+    target = rule_runner.get_target(Address(bad, target_name="bad"))
+    field_set = GpuKernelPackageFieldSet.create(target)
+    for output_type, request in (
+        (DigestContents, None),  # the index of a python_source that depends on it
+        (CompiledKernels, CompileKernelRequest(field_set)),
+        (BuiltPackage, field_set),
+    ):
+        with pytest.raises(ExecutionError) as e:
+            if request is None:
+                resources_of(rule_runner, Address(bad, relative_file_path="main.py"))
+            else:
+                rule_runner.request(output_type, [request])
+        errors = list(e.value.wrapped_exceptions)
+        assert len(errors) == 1 and isinstance(errors[0], InvalidFieldException), errors
+        assert str(errors[0]).startswith(expected)
