@@ -23,6 +23,15 @@ run miss that venv and boot the slow way: 0.55 s instead of 0.12 s). Entries kee
 names, dates and modes; the output is the same bytes for the same input. Prints one JSON line:
 {wheel: number of files left out}.
 
+Two things of a wheel depend on the build machine's state, not on the wheel, and are always
+normalised: bytecode (`__pycache__/`, `*.pyc`) that an earlier run of Python wrote into pex's
+installed copy of the wheel under PEX_ROOT (pex's `PEXBuilder._add_dist` copies every file of it,
+so the same lockfile gave a PEX with or without them), left out without a new fingerprint (pex's
+own fingerprint of an installed wheel already ignores bytecode); and modes, which came from the
+umask of whichever run installed the wheel or wrote the file (`.bootstrap` was 0644 in one build
+and 0755 in another): every file and zip entry becomes 0755 if its owner could execute it, else
+0644, and `.bootstrap`, the wheels and PEX-INFO (data, never executed) 0644.
+
 `--max-install-jobs N` also sets PEX-INFO's `max_install_jobs` (what pex's own
 `--max-install-jobs` sets, which Pants' `pex_binary` does not offer): how many processes the
 PEX's first run uses to install its wheels under PEX_ROOT (-1: pex's heuristic, in parallel
@@ -62,6 +71,31 @@ def left_out(names: Sequence[str], patterns: Sequence[str]) -> Dict[str, List[st
     return out
 
 
+def is_bytecode(path: str) -> bool:
+    """A compiled-Python file or directory entry: written by a run, never part of a wheel's
+    content as pex fingerprints it."""
+    return "__pycache__" in path.split("/") or path.endswith((".pyc", ".pyo"))
+
+
+def normal_mode(mode: int) -> int:
+    """0755 for what its owner could execute, else 0644: the same for every umask."""
+    return 0o755 if mode & 0o100 else 0o644
+
+
+def normal_zip_info(info: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    """`info` with its Unix mode (the high 16 bits of external_attr) normalised; file type kept."""
+    mode = info.external_attr >> 16
+    if mode:
+        kind = mode & 0o170000
+        perms = 0o755 if info.is_dir() else normal_mode(mode)
+        info.external_attr = ((kind | perms) << 16) | (info.external_attr & 0xFFFF)
+    return info
+
+
+# Files of a packed PEX that are read as data, never executed, whatever mode pex gave them.
+_DATA_FILES = (".bootstrap", "PEX-INFO")
+
+
 def new_fingerprint(old: str, removed: Sequence[str]) -> str:
     text = "\n".join(["gpu_build strip_pex 1", old, *sorted(removed)])
     return hashlib.sha256(text.encode()).hexdigest()
@@ -89,6 +123,9 @@ def strip(
         f.seek(0)
         prefix = f.read(min((i.header_offset for i in infos), default=0))  # the shebang line
         drop = {f"{DEPS}{w}/{p}" for w, paths in removed.items() for p in paths}
+        drop |= {
+            i.filename for i in infos if wheel_and_path(i.filename) and is_bytecode(i.filename)
+        }
         os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
         with open(dst, "wb") as out:
             out.write(prefix)
@@ -104,7 +141,7 @@ def strip(
                         layout = json.loads(data)
                         layout["fingerprint"] = renamed[found[0]]
                         data = json.dumps(layout, sort_keys=True).encode()
-                    zout.writestr(info, data, compress_type=info.compress_type)
+                    zout.writestr(normal_zip_info(info), data, compress_type=info.compress_type)
     return {w: len(paths) for w, paths in sorted(removed.items())}
 
 
@@ -124,11 +161,13 @@ def strip_packed(
         if wheel is None or rel == "PEX-INFO":
             if rel != "PEX-INFO":
                 shutil.copyfile(os.path.join(src, rel), out)
-                shutil.copymode(os.path.join(src, rel), out)
+                mode = os.stat(os.path.join(src, rel)).st_mode
+                os.chmod(out, 0o644 if rel in _DATA_FILES else normal_mode(mode))
             continue
         if wheel not in dists:
             raise SystemExit(f"{src}: PEX-INFO lists no fingerprint for {wheel}")
         removed = _strip_wheel_zip(os.path.join(src, rel), out, patterns, dists[wheel])
+        os.chmod(out, 0o644)
         if removed:
             dists[wheel] = new_fingerprint(dists[wheel], removed)
             counts[wheel] = len(removed)
@@ -136,6 +175,7 @@ def strip_packed(
         pex_info["max_install_jobs"] = max_install_jobs
     with open(os.path.join(dst, "PEX-INFO"), "wb") as f:
         f.write(json.dumps(pex_info, sort_keys=True).encode())
+    os.chmod(os.path.join(dst, "PEX-INFO"), 0o644)
     return dict(sorted(counts.items()))
 
 
@@ -148,7 +188,9 @@ def _files_under(root: str) -> List[str]:
 
 
 def _strip_wheel_zip(src: str, dst: str, patterns: Sequence[str], fingerprint: str) -> List[str]:
-    """Copies the wheel zip `src` to `dst` less the files `patterns` match; the paths removed."""
+    """Copies the wheel zip `src` to `dst` less the files `patterns` match and any bytecode, its
+    entries' modes normalised; the paths `patterns` removed (bytecode is not counted: it changes
+    no fingerprint)."""
     with zipfile.ZipFile(src) as zin:
         infos = zin.infolist()
         removed = [
@@ -158,13 +200,15 @@ def _strip_wheel_zip(src: str, dst: str, patterns: Sequence[str], fingerprint: s
             and i.filename != LAYOUT
             and any(fnmatch.fnmatch(i.filename, p) for p in patterns)
         ]
-        if not removed:
+        drop = set(removed) | {i.filename for i in infos if is_bytecode(i.filename)}
+        modes_normal = all(_mode_is_normal(i) for i in infos)
+        if not drop and modes_normal:
             shutil.copyfile(src, dst)
             return []
-        renamed = new_fingerprint(fingerprint, removed)
+        renamed = new_fingerprint(fingerprint, removed) if removed else fingerprint
         with zipfile.ZipFile(dst, "w") as zout:
             for info in infos:
-                if info.filename in removed:
+                if info.filename in drop:
                     continue
                 data = zin.read(info)
                 if info.filename == LAYOUT:  # packed wheels' layouts may not name it
@@ -172,8 +216,14 @@ def _strip_wheel_zip(src: str, dst: str, patterns: Sequence[str], fingerprint: s
                     if "fingerprint" in layout:
                         layout["fingerprint"] = renamed
                         data = json.dumps(layout, sort_keys=True).encode()
-                zout.writestr(info, data, compress_type=info.compress_type)
+                zout.writestr(normal_zip_info(info), data, compress_type=info.compress_type)
     return removed
+
+
+def _mode_is_normal(info: zipfile.ZipInfo) -> bool:
+    copy = zipfile.ZipInfo(info.filename)
+    copy.external_attr = info.external_attr
+    return normal_zip_info(copy).external_attr == info.external_attr
 
 
 def main(argv: Sequence[str]) -> int:

@@ -140,6 +140,7 @@ def write_packed_pex(root: Path) -> None:
         with zipfile.ZipFile(root / ".deps" / wheel, "w") as z:
             for name, data in entries:
                 info_ = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info_.external_attr = 0o100644 << 16  # as pex writes a file installed 0644
                 z.writestr(info_, data, compress_type=zipfile.ZIP_DEFLATED)
 
 
@@ -166,3 +167,62 @@ def test_a_packed_pex_is_stripped_wheel_by_wheel_and_the_rest_copied(tmp_path: P
     for path in out.rglob("*"):
         if path.is_file():
             assert path.read_bytes() == (again / path.relative_to(out)).read_bytes(), path
+
+
+def _tree(root: Path) -> dict:
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode & 0o777)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _zip_modes(path: Path) -> dict:
+    with zipfile.ZipFile(path) as z:
+        return {i.filename: (i.external_attr >> 16) & 0o777 for i in z.infolist()}
+
+
+def test_bytecode_and_modes_of_the_machine_state_do_not_reach_the_output(tmp_path, monkeypatch):
+    """The same packed PEX as pex writes it from a clean PEX_ROOT under umask 022, and from one
+    where an earlier run left `__pycache__/` in an installed wheel, under umask 077 with
+    `.bootstrap` executable: one output, byte for byte and mode for mode."""
+    import os
+
+    outputs = []
+    for umask, dirty in ((0o022, False), (0o077, True)):
+        old = os.umask(umask)
+        try:
+            src = tmp_path / f"in-{umask:o}" / "app.pex"
+            write_packed_pex(src)
+            private = 0o700 if dirty else 0o755
+            (src / ".bootstrap").chmod(private if dirty else 0o644)
+            with zipfile.ZipFile(src / ".deps" / PURE, "a") as z:
+                for name, mode in (("cuda/pathfinder/tool.sh", private),):
+                    info_ = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                    info_.external_attr = (0o100000 | mode) << 16
+                    z.writestr(info_, b"#!/bin/sh\n")
+                if dirty:
+                    z.writestr("cuda/pathfinder/__pycache__/__init__.cpython-312.pyc", b"\x00")
+            out = tmp_path / f"out-{umask:o}" / "app.pex"
+            assert strip(str(src), str(out), PATTERNS) == {WHEEL: 2}
+        finally:
+            os.umask(old)
+        outputs.append(out)
+    clean, dirty_out = outputs
+    assert _tree(clean) == _tree(dirty_out)
+    tree = _tree(clean)
+    assert tree[".bootstrap"][1] == 0o644 and tree["PEX-INFO"][1] == 0o644
+    assert tree["__main__.py"][1] == 0o755 and tree[f".deps/{PURE}"][1] == 0o644
+    assert _zip_modes(clean / ".deps" / PURE)["cuda/pathfinder/tool.sh"] == 0o755
+    # bytecode is not content: the wheel keeps pex's fingerprint
+    assert json.loads((dirty_out / "PEX-INFO").read_text())["distributions"][PURE] == "e" * 64
+
+
+def test_bytecode_in_a_zipapp_wheel_is_left_out_without_a_new_fingerprint(pex, tmp_path):
+    with zipfile.ZipFile(pex, "a") as z:
+        z.writestr(f".deps/{PURE}/cuda/pathfinder/__pycache__/__init__.cpython-312.pyc", b"\x00")
+    out = tmp_path / "out" / "app.pex"
+    assert strip(str(pex), str(out), PATTERNS) == {WHEEL: 3}
+    with zipfile.ZipFile(out) as z:
+        assert not [n for n in z.namelist() if "__pycache__" in n]
+        assert json.loads(z.read("PEX-INFO"))["distributions"][PURE] == "e" * 64
