@@ -317,8 +317,9 @@ def probe_concurrent_tiny_bound(tmp: str) -> str:
 
 def probe_stale_codegen(tmp: str) -> str:
     """An index that `export-codegen` wrote into dist/codegen before the checkout changed (the
-    source, a helper in a subpackage, a header) is refused before anything is compiled, however
-    the checkout's sys.path entry is spelled; an up-to-date one compiles."""
+    source, a helper in a subpackage, a header edited; a header or helper deleted) is refused
+    before anything is compiled, however the checkout's sys.path entry is spelled; an up-to-date
+    one compiles."""
     repo = os.path.join(tmp, "repo")
     live = {lib: dict(files) for lib, (_, files) in KERNELS.items()}
     for files in live.values():
@@ -366,6 +367,22 @@ def probe_stale_codegen(tmp: str) -> str:
                     if "is stale" not in e or path not in e or "\n" in e:
                         return f"FINDING: {path} edited, sys.path {sp}: {e!r}"
                     first = first or e
+                with open(os.path.join(repo, path), "wb") as f:
+                    f.write(live[lib][path])
+            # deleted from the checkout but left in dist/codegen (last round's item 9)
+            for lib, path, name in [
+                ("sobel", f"{K}/sub/val.cuh", "sobel_magnitude"),
+                ("saxpy", f"{K}/pkg/helpers/h.py", "saxpy"),
+            ]:
+                os.remove(os.path.join(repo, path))
+                for n, sp in enumerate(spellings, start=1):
+                    e = one_line_error(
+                        lambda sp=sp, n=n, name=name, lib=lib: jit_cache_at(sp, n)  # type: ignore
+                        .kernel(name, lib)
+                        .load()
+                    )
+                    if "is stale" not in e or "no longer in" not in e or path not in e:
+                        return f"FINDING: {path} deleted, sys.path {sp}: {e!r}"
                 with open(os.path.join(repo, path), "wb") as f:
                     f.write(live[lib][path])
         finally:

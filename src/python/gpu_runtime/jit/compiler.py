@@ -19,6 +19,12 @@ make a compile's bytes differ from what its key (`gpu_runtime.jit.key`) says; li
 step's Pants process, which inherits nothing either. The one addition is PYTHONPATH for an
 interpreter (not a PEX): it decides which gpu_compiler and toolchain are imported, and the
 fingerprint, asked of the same command in the same environment, covers exactly that.
+HOME does not pass either: through it Python adds the user's site-packages
+(~/.local/lib/pythonX.Y/site-packages) to the compiler's imports and numba-cuda or a kernel
+module could read the user's files, none of which the key covers. The compiler gets HOME=
+/nonexistent (as Debian gives users with no home), PYTHONNOUSERSITE=1, and PEX_ROOT as the app
+would have used it (``$PEX_ROOT``, else ``~/.pex`` resolved here), so a toolchain PEX still
+finds its venv.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ from gpu_spec.safe_read import MAX_INDEX_BYTES, FileReadError, read_regular_file
 ENV_TOOLCHAIN = "GPU_RUNTIME_TOOLCHAIN"
 
 # What the compiler process sees of the app's environment: where programs and temporary files
-# are and where a PEX keeps its cache. None of them changes the bytes a compile writes.
-COMPILER_ENV = ("PATH", "HOME", "TMPDIR", "PEX_ROOT")
+# are. Neither changes the bytes a compile writes. (PEX_ROOT and HOME: compiler_environment.)
+COMPILER_ENV = ("PATH", "TMPDIR")
+NO_HOME = "/nonexistent"  # the compiler's HOME: no user site-packages, no user files
 
 # How long one JIT compile may take before it stops, naming the kernel file it was in (a module
 # that blocks at import): $GPU_RUNTIME_COMPILE_TIMEOUT seconds, handed to gpu_compiler as its
@@ -54,6 +61,9 @@ def compiler_environment(
     """The compiler's whole environment: COMPILER_ENV from `environ`, PYTHONPATH if given and
     `extra`; everything else (every NUMBA_*, CUDA_*, NVRTC_*, PEX_* ... variable) is dropped."""
     env = {k: environ[k] for k in COMPILER_ENV if k in environ}
+    home = environ.get("HOME") or os.path.expanduser("~")
+    env["PEX_ROOT"] = environ.get("PEX_ROOT") or os.path.join(home, ".pex")  # pex's default
+    env.update(HOME=NO_HOME, PYTHONNOUSERSITE="1")
     env["GPU_COMPILER_TIMEOUT"] = environ.get(ENV_COMPILE_TIMEOUT) or DEFAULT_COMPILE_TIMEOUT
     if pythonpath:
         env["PYTHONPATH"] = pythonpath

@@ -71,3 +71,27 @@ def test_a_toolchain_older_than_the_early_start_is_named_with_the_fix(tmp_path) 
     assert "is older than this gpu_runtime" in str(e.value)
     assert "pants package src/python/gpu_compiler:toolchain-cuda13" in str(e.value)
     pending.cancel()  # after finish: nothing left to end
+
+
+def test_the_compiler_sees_no_home_and_no_user_site() -> None:
+    """HOME would add ~/.local/lib/pythonX.Y/site-packages to the compiler's imports and let it
+    read the user's files, none of which a JIT key covers: the compiler gets a fixed HOME and
+    the PEX_ROOT the app would use."""
+    from gpu_runtime.jit.compiler import compiler_environment
+
+    app = {"HOME": "/home/u", "PATH": "/bin", "NUMBA_OPT": "0", "TMPDIR": "/t"}
+    env = compiler_environment(app, "/src")
+    assert env == {
+        "PATH": "/bin",
+        "TMPDIR": "/t",
+        "PEX_ROOT": "/home/u/.pex",
+        "HOME": "/nonexistent",
+        "PYTHONNOUSERSITE": "1",
+        "GPU_COMPILER_TIMEOUT": "600",
+        "PYTHONPATH": "/src",
+    }
+    assert compiler_environment(dict(app, HOME="/elsewhere", PEX_ROOT="/p"))["PEX_ROOT"] == "/p"
+    # two users' environments give the compiler the same environment but for PEX_ROOT
+    one = compiler_environment(dict(app, HOME="/home/a", PEX_ROOT="/p"))
+    two = compiler_environment(dict(app, HOME="/home/b", PEX_ROOT="/p"))
+    assert one == two

@@ -60,9 +60,17 @@ class JitSource:
         """{path: sha256} of the files as they are now (what the compile will read); a
         StaleIndexError if one differs from its live copy in a checkout."""
         out: Dict[str, str] = {}
+        checkout = self._checkout()
         for path in sorted(self.files):
             full = os.path.join(self.root, *path.split("/"))
             out[path] = _sha256_of(full, self, "an input of")
+            if checkout and not os.path.lexists(os.path.join(checkout, *path.split("/"))):
+                raise StaleIndexError(
+                    f"JIT mode: the kernel index {self.index} is stale: it lists {path}, which "
+                    f"is no longer in {checkout} (deleted or moved since the index was "
+                    f"generated): re-run `pants export-codegen {self.target}` (or drop its "
+                    f"directory from PYTHONPATH); nothing stale is compiled"
+                )
             live = self._live_copy(path)
             if live is not None and _sha256_of(live, self, "the live copy of an input of") != (
                 out[path]
@@ -90,6 +98,15 @@ class JitSource:
             except (OSError, FileReadError):
                 return True
         return False
+
+    def _checkout(self) -> Optional[str]:
+        """The first live build root, other than the index's own, that holds this target's
+        source: the checkout the index was generated from, where each input must still be."""
+        for build_root in self.live_roots:
+            source = os.path.join(build_root, *self.source.split("/"))
+            if not _same_file(build_root, self.root) and os.path.isfile(source):
+                return build_root
+        return None
 
     def _live_copy(self, path: str) -> Optional[str]:
         for build_root in self.live_roots:
