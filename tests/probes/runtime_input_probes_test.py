@@ -337,7 +337,10 @@ def deep_jit_index_entry() -> str:
 
 
 # -- `python -m gpu_runtime platform` on a device's old python3 ---------------------------------
-OLD_PYTHONS = {v: f"/root/.pyenv/versions/{v}/bin/python3" for v in ("3.6.15", "3.7.16")}
+PYENV_ROOT = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+OLD_PYTHONS = {
+    v: os.path.join(PYENV_ROOT, "versions", v, "bin", "python3") for v in ("3.6.15", "3.7.16")
+}
 
 
 def platform_on(version: str, phrase: str) -> Callable[[], str]:

@@ -221,17 +221,18 @@ def test_a_failed_prepare_is_named_by_its_cause():
     assert cause(b"") == "no output"
 
 
-@pytest.mark.parametrize("version", ["3.8.18", "3.7.16"])
+@pytest.mark.parametrize("version", ["3.8", "3.7"])
 def test_the_device_program_runs_on_the_python_it_claims(tmp_path, version):
     """The device steps (remote_release.py and gpu_spec, as sent) on a real CPython 3.8, the
     oldest the docs claim; on 3.7 the runner's check answers in one line which is needed."""
     import argparse
 
     from gpu_build.scripts.deploy_tool import Remote
+    from gpu_build_testutil.pants_harness import find_cpython
 
-    python = f"/root/.pyenv/versions/{version}/bin/python3"
-    if not os.path.exists(python):
-        pytest.skip(f"no CPython {version} here ({python} is absent)")
+    python = find_cpython(version)
+    if python is None:
+        pytest.skip(f"no CPython {version} here (on PATH or under $PYENV_ROOT)")
     args = argparse.Namespace(
         destination=f"gpu@device:{tmp_path}/app",
         port=22,
@@ -248,8 +249,9 @@ def test_the_device_program_runs_on_the_python_it_claims(tmp_path, version):
     )
     assert run.returncode == 0 and run.stderr == "", run.stderr
     answer = json.loads(run.stdout.strip().splitlines()[-1])
-    if version == "3.7.16":
-        assert answer["error"].startswith("python 3.7.16 on the device is too old (3.8 or newer")
+    if version == "3.7":
+        assert answer["error"].startswith("python 3.7.")
+        assert "on the device is too old (3.8 or newer" in answer["error"]
     else:
         assert "error" not in answer, answer
         assert answer["current"] is None and answer["foreign"] == [] and answer["free"] > 0

@@ -132,7 +132,8 @@ def test_not_glibc_is_refused_in_one_line(monkeypatch, capsys):
 
 def test_the_file_alone_says_which_python_it_needs_on_an_old_one(tmp_path):
     """Run alone (copied to a device), on CPython 3.6: one line, not a SyntaxError."""
-    old = "/root/.pyenv/versions/3.6.15/bin/python3"
+    pyenv = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    old = os.path.join(pyenv, "versions", "3.6.15", "bin", "python3")
     if not os.path.exists(old):
         pytest.skip(f"no CPython 3.6 here ({old} is absent)")
     done = subprocess.run(
