@@ -517,3 +517,48 @@ class DeployBundleTarget(Target):
         device (`destination`) and switches its `current` release atomically.
         """
     )
+
+
+# -----------------------------------------------------------------------------------------------
+# `gpu_toolchain`
+
+
+class GpuToolchainNameField(StringField):
+    alias = "toolchain"
+    help = help_text(
+        """
+        Which pinned toolchain of `[gpu-toolchains].toolchains` to package. Defaults to
+        `[gpu-toolchains].default_toolchain`.
+        """
+    )
+
+
+class GpuToolchainOutputPathField(OutputPathField):
+    help = help_text(
+        f"""
+        Where `pants package` writes the toolchain PEX, relative to `dist/`.
+
+        {OutputPathField.help}
+        """
+    )
+
+
+class GpuToolchainTarget(Target):
+    alias = "gpu_toolchain"
+    core_fields = (*COMMON_TARGET_FIELDS, GpuToolchainNameField, GpuToolchainOutputPathField)
+    help = help_text(
+        """
+        A pinned compile toolchain as one PEX file, for JIT mode: the same PEX the plugin's
+        compiles run (the toolchain's entire lockfile, the compiler the plugin uses, NVIDIA's
+        wheels and never the host's CUDA), so a kernel JIT-compiled under `pants run`, `pants
+        test` or a notebook is compiled by the same code and libraries as its `gpu_kernel`.
+        The PEX is normalised as a bundle's app is (no bytecode an earlier run left under
+        PEX_ROOT, modes by rule): the same lockfile gives the same bytes on every machine.
+
+            gpu_toolchain(name="toolchain-cuda13", toolchain="cuda13")
+
+        `pants package path/to:toolchain-cuda13` writes
+        `dist/path.to/toolchain-cuda13.pex`; point JIT mode at it with
+        `GPU_RUNTIME_TOOLCHAIN=$PWD/dist/path.to/toolchain-cuda13.pex` (see docs/jit-mode.md).
+        """
+    )

@@ -124,7 +124,9 @@ def strip(
         prefix = f.read(min((i.header_offset for i in infos), default=0))  # the shebang line
         drop = {f"{DEPS}{w}/{p}" for w, paths in removed.items() for p in paths}
         drop |= {
-            i.filename for i in infos if wheel_and_path(i.filename) and is_bytecode(i.filename)
+            i.filename
+            for i in infos
+            if i.filename.startswith(DEPS) and is_bytecode(i.filename.rstrip("/"))
         }
         os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
         with open(dst, "wb") as out:

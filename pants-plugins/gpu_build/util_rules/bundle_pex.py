@@ -64,25 +64,31 @@ def strip_process(
     digest: Digest,
     path: str,
     patterns: Sequence[str],
-    max_install_jobs: int,
+    max_install_jobs: int | None,
     target: str,
 ) -> VenvPexProcess:
-    """The process that writes the PEX at `path`, stripped and with PEX-INFO's
-    `max_install_jobs` set, to `OUT_DIR/<path>`."""
+    """The process that writes the PEX at `path`, normalised, stripped and with PEX-INFO's
+    `max_install_jobs` set (None: left as pex wrote it), to `OUT_DIR/<path>`."""
+    jobs = () if max_install_jobs is None else ("--max-install-jobs", str(max_install_jobs))
     return VenvPexProcess(
         tool,
-        argv=(path, f"{OUT_DIR}/{path}", "--max-install-jobs", str(max_install_jobs), *patterns),
+        argv=(path, f"{OUT_DIR}/{path}", *jobs, *patterns),
         input_digest=digest,
         output_directories=(OUT_DIR,),
-        description=f"Leave build-only files out of the wheels in {path} ({target})",
+        description=f"Normalise and strip the wheels in {path} ({target})",
     )
 
 
 @dataclass(frozen=True)
 class StripPexRequest:
+    """A PEX to normalise (always: bytecode out of its wheels, modes by rule) and to strip of
+    the wheel files `patterns` match. Used for a bundle's app and for a `gpu_toolchain`."""
+
     digest: Digest  # holding the PEX at `path`
     path: str
-    target: str  # the bundle's address, for the process description
+    target: str  # the target's address, for the process description
+    patterns: tuple[str, ...] = ()
+    max_install_jobs: int | None = None  # None: PEX-INFO's as pex wrote it
 
 
 @dataclass(frozen=True)
@@ -117,21 +123,22 @@ async def strip_tool(_: StripToolRequest, python_setup: PythonSetup) -> StripToo
     return StripTool(pex)
 
 
-@rule(desc="Strip a bundle's app PEX")
-async def strip_pex(request: StripPexRequest, bundle: GpuBundle) -> StrippedPex:
-    digest = request.digest
-    if bundle.strip_wheel_files or bundle.max_install_jobs != 1:  # else pex's own PEX as it is
-        tool = await Get(StripTool, StripToolRequest())
-        process = strip_process(
-            tool.pex,
-            request.digest,
-            request.path,
-            bundle.strip_wheel_files,
-            bundle.max_install_jobs,
-            request.target,
-        )
-        result = await Get(ProcessResult, process)
-        digest = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
+@rule(desc="Strip a PEX's wheels")
+async def strip_pex(request: StripPexRequest) -> StrippedPex:
+    """Always run, even with nothing to strip: pex copies whatever bytecode an earlier run left
+    in its installed wheels under PEX_ROOT, and the modes of whichever umask installed them, so
+    only the normalised PEX is the same bytes on every machine (see scripts/strip_pex.py)."""
+    tool = await Get(StripTool, StripToolRequest())
+    process = strip_process(
+        tool.pex,
+        request.digest,
+        request.path,
+        request.patterns,
+        request.max_install_jobs,
+        request.target,
+    )
+    result = await Get(ProcessResult, process)
+    digest = await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
     entries = await Get(DigestEntries, Digest, digest)
     files = pex_files(request.path, entries)
     if "" in files:  # a zipapp: the file is run as a program
@@ -250,7 +257,7 @@ async def app_sources(request: AppSourcesRequest) -> AppSources:
 
 
 @rule
-async def device_pex(request: DevicePexRequest) -> DevicePex:
+async def device_pex(request: DevicePexRequest, bundle: GpuBundle) -> DevicePex:
     field_set, binary = request.field_set, request.binary
     refuse_jit_fallback_if_signed(
         field_set.address, field_set.jit_fallback.value, bool(request.pinned_keys)
@@ -278,7 +285,16 @@ async def device_pex(request: DevicePexRequest) -> DevicePex:
         ),
     )
     placed = await Get(Digest, AddPrefix(pex.digest, field_set.output_dir))
-    stripped = await Get(StrippedPex, StripPexRequest(placed, path, str(field_set.address)))
+    stripped = await Get(
+        StrippedPex,
+        StripPexRequest(
+            placed,
+            path,
+            str(field_set.address),
+            tuple(bundle.strip_wheel_files),
+            bundle.max_install_jobs,
+        ),
+    )
     files = {f"{filename}/{rel}" if rel else filename: sha for rel, sha in stripped.files.items()}
     return DevicePex(stripped.digest, filename, FrozenDict(files), pex_identity(stripped.files))
 

@@ -49,8 +49,12 @@ def test_strip_process_reads_the_pex_and_writes_it_under_its_own_directory() -> 
         "*.cpp",
     )
     assert process.output_directories == (OUT_DIR,) and process.output_files is None
+    # A gpu_toolchain's PEX: nothing stripped and PEX-INFO's install jobs left alone, but the
+    # process still runs (it drops PEX_ROOT's bytecode and normalises modes).
+    plain = strip_process(tool, pex, "a/t.pex", (), None, "a:t")
+    assert plain.argv == ("a/t.pex", "__stripped/a/t.pex")
     assert process.description == (
-        "Leave build-only files out of the wheels in imaging_h200/app.pex "
+        "Normalise and strip the wheels in imaging_h200/app.pex "
         "(src/python/imaging:imaging_h200)"
     )
 

@@ -122,40 +122,62 @@ class ToolchainPex:
     pex: VenvPex
 
 
-@rule(desc="Build a GPU kernel toolchain PEX")
-async def build_toolchain_pex(
-    request: ToolchainPexRequest, python_setup: PythonSetup, compiler: CompilerSources
-) -> ToolchainPex:
-    spec = request.spec
+def toolchain_pex_request(
+    spec: ToolchainSpec,
+    python_setup: PythonSetup,
+    compiler: CompilerSources,
+    *,
+    output_filename: str,
+    internal_only: bool,
+) -> PexRequest:
+    """The one definition of a toolchain PEX: the entire lockfile of the toolchain's resolve,
+    the compiler's sources, `gpu_compiler` as its entry point, venv site-packages copies. The
+    compiles run it internally (`build_toolchain_pex`); `pants package` of a `gpu_toolchain`
+    writes the same PEX as a file for JIT mode (`goals/package_toolchain.py`)."""
     if spec.resolve not in python_setup.resolves:
         raise UnknownToolchainError(
             f"GPU toolchain {spec.name!r} uses the resolve {spec.resolve!r}, which "
             f"`[python].resolves` does not define."
         )
     ics = python_setup.resolves_to_interpreter_constraints.get(spec.resolve)
-    venv_pex = await Get(
-        VenvPex,
-        PexRequest(
-            output_filename=f"gpu_toolchain_{spec.name}.pex",
-            internal_only=True,
-            requirements=PexRequirements(
-                (),
-                from_superset=Resolve(spec.resolve, use_entire_lockfile=True),
-                description_of_origin=f"the GPU toolchain {spec.name!r}",
-            ),
-            interpreter_constraints=(
-                InterpreterConstraints(ics)
-                if ics
-                else InterpreterConstraints(python_setup.interpreter_constraints)
-            ),
-            sources=compiler.digest,
-            main=EntryPoint(COMPILER_PACKAGE),
-            # cuda-pathfinder finds NVIDIA's libraries only in real site-packages directories.
-            additional_args=("--venv-site-packages-copies",),
-            description=f"Build the GPU kernel toolchain {spec.name} ({spec.resolve})",
+    # cuda-pathfinder finds NVIDIA's libraries only in real site-packages directories; a PEX
+    # run as a file boots that venv itself (`--venv`), as the internal one is run.
+    venv_args = ("--venv-site-packages-copies",)
+    if not internal_only:
+        venv_args = ("--venv", "prepend", *venv_args)
+    return PexRequest(
+        output_filename=output_filename,
+        internal_only=internal_only,
+        requirements=PexRequirements(
+            (),
+            from_superset=Resolve(spec.resolve, use_entire_lockfile=True),
+            description_of_origin=f"the GPU toolchain {spec.name!r}",
         ),
+        interpreter_constraints=(
+            InterpreterConstraints(ics)
+            if ics
+            else InterpreterConstraints(python_setup.interpreter_constraints)
+        ),
+        sources=compiler.digest,
+        main=EntryPoint(COMPILER_PACKAGE),
+        additional_args=venv_args,
+        description=f"Build the GPU kernel toolchain {spec.name} ({spec.resolve})",
     )
-    return ToolchainPex(spec=spec, pex=venv_pex)
+
+
+@rule(desc="Build a GPU kernel toolchain PEX")
+async def build_toolchain_pex(
+    request: ToolchainPexRequest, python_setup: PythonSetup, compiler: CompilerSources
+) -> ToolchainPex:
+    spec = request.spec
+    pex_request = toolchain_pex_request(
+        spec,
+        python_setup,
+        compiler,
+        output_filename=f"gpu_toolchain_{spec.name}.pex",
+        internal_only=True,
+    )
+    return ToolchainPex(spec=spec, pex=await Get(VenvPex, PexRequest, pex_request))
 
 
 def rules():
