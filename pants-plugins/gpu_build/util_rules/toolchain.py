@@ -142,7 +142,7 @@ def toolchain_pex_request(
     ics = python_setup.resolves_to_interpreter_constraints.get(spec.resolve)
     # cuda-pathfinder finds NVIDIA's libraries only in real site-packages directories; a PEX
     # run as a file boots that venv itself (`--venv`), as the internal one is run.
-    venv_args = ("--venv-site-packages-copies",)
+    venv_args: tuple[str, ...] = ("--venv-site-packages-copies",)
     if not internal_only:
         venv_args = ("--venv", "prepend", *venv_args)
     return PexRequest(
