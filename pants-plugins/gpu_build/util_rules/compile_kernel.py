@@ -13,7 +13,7 @@ function.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from pants.backend.python.target_types import PythonSourceField
 from pants.backend.python.util_rules.pex import VenvPexProcess
@@ -104,6 +104,14 @@ class KernelSources:
 
     digest: Digest
     source_root: str
+    # The top-level entries of `digest`: the only paths the compile sees besides its toolchain
+    # (a remote executor's sandbox is rooted at `/`, where "the working directory" is all of it)
+    inputs: tuple[str, ...] = ()
+
+
+def top_level_entries(files: Iterable[str]) -> tuple[str, ...]:
+    """`src` for `src/python/k.py`: what the compile is given to see, each once, sorted."""
+    return tuple(sorted({path.split("/", 1)[0] for path in files}))
 
 
 @rule
@@ -136,7 +144,8 @@ async def kernel_sources(request: KernelSourcesRequest) -> KernelSources:
     digest = await Get(
         Digest, MergeDigests([kernel_files.snapshot.digest, other_files.snapshot.digest])
     )
-    return KernelSources(digest, source_root.path)
+    files = (*kernel_files.snapshot.files, *other_files.snapshot.files)
+    return KernelSources(digest, source_root.path, top_level_entries(files))
 
 
 @dataclass(frozen=True)
@@ -263,6 +272,7 @@ async def run_kernel_process(
         sys_path=(sources.source_root,),
         options=options,
         input_digest=sources.digest,
+        inputs=sources.inputs,
         timeout=subsystem.compile_timeout,
     )
     result = await Get(FallibleProcessResult, VenvPexProcess, process)

@@ -27,6 +27,7 @@ from gpu_build.util_rules.compile_kernel import (
     check_ptx_version,
     compile_failure,
     process_batches,
+    top_level_entries,
 )
 from gpu_build.util_rules.compile_process import (
     KILL_AFTER_TIMEOUT,
@@ -75,6 +76,11 @@ def toolchains(**options: Any) -> GpuToolchains:
 # compile_process and compile_argv
 
 
+def test_top_level_entries_are_each_input_once() -> None:
+    files = ("src/python/k/a.py", "src/python/k/b.cu", "3rdparty/h.cuh", "README")
+    assert top_level_entries(files) == ("3rdparty", "README", "src")
+
+
 def test_compile_process() -> None:
     pex = VenvPex(
         digest=Digest("1" * 64, 100),
@@ -93,6 +99,7 @@ def test_compile_process() -> None:
         sys_path=("src/python",),
         options=KernelCompileOptions(lineinfo=True, include_dirs=(KERNELS,)),
         input_digest=sources,
+        inputs=("src",),
         timeout=600,
     )
     description = f"Compile {KERNELS}/sobel.cu for sm_75, sm_87 (cuda12)"
@@ -109,6 +116,9 @@ def test_compile_process() -> None:
             "sm_87",
             "--out-dir",
             OUT_DIR,
+            # the sandbox's top-level entries: all the compile sees besides its toolchain
+            "--input",
+            "src",
             "--timeout",
             "600",
             "--sys-path",

@@ -31,13 +31,17 @@ def compile_argv(
     out_dir: str,
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
+    inputs: Sequence[str] = (),
     timeout: int | None = None,
 ) -> tuple[str, ...]:
-    """The `python -m gpu_compiler` arguments for one process; paths are buildroot-relative."""
+    """The `python -m gpu_compiler` arguments for one process; paths are buildroot-relative.
+    `inputs`: the paths the compile may see (`--input`), the sandbox's top-level entries."""
     argv = ["compile", "--source", source]
     for capability in capabilities:
         argv += ["--capability", capability]
     argv += ["--out-dir", out_dir]
+    for path in inputs:
+        argv += ["--input", path]
     if timeout:
         argv += ["--timeout", str(timeout)]
     return (*argv, *compile_flags(sys_path=sys_path, options=options))
@@ -75,6 +79,7 @@ def compile_process(
     sys_path: tuple[str, ...],
     options: KernelCompileOptions,
     input_digest: Digest,
+    inputs: Sequence[str] = (),
     timeout: int | None = None,
 ) -> VenvPexProcess:
     """Runs the toolchain PEX on `input_digest` (the source and its dependencies), writing the
@@ -87,6 +92,7 @@ def compile_process(
             out_dir=OUT_DIR,
             sys_path=sys_path,
             options=options,
+            inputs=inputs,
             timeout=timeout,
         ),
         input_digest=input_digest,

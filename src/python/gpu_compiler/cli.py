@@ -46,6 +46,7 @@ import json
 import os
 import re
 import sys
+import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
@@ -125,6 +126,23 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="EXPR",
         help='.cu only: template instantiation, e.g. "matmul<float, 16>"',
+    )
+    c.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or directory of the compile's inputs, the only paths it can see besides "
+        "its toolchain (repeatable; default: the working directory). The Pants rule names "
+        "each: a remote executor's sandbox is rooted at /",
+    )
+    c.add_argument(
+        "--sandbox",
+        choices=("namespaces", "landlock"),
+        default="namespaces",
+        help="the OS sandbox's walls: namespaces and Landlock (default), or Landlock alone, as "
+        "where the kernel allows no user namespace (for comparisons: the benchmarks and the "
+        "byte-identity checks)",
     )
     c.add_argument(
         "--timeout",
@@ -294,7 +312,7 @@ def _confine(args: argparse.Namespace) -> None:
     suffix = os.path.splitext(args.source)[1].lower()
     if suffix in (".py", ".cu"):  # else compile_source refuses it, reading nothing
         confine.prepare_toolchain(suffix)
-    confine.confine(".", args.out_dir)
+    confine.confine(args.input, args.out_dir, isolate=args.sandbox == "namespaces")
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:
@@ -315,7 +333,54 @@ def _cmd_fingerprint() -> int:
     return 0
 
 
+# Thread pools the toolchain starts at import (numpy's OpenBLAS) are kept to the calling
+# thread: a process with threads cannot enter a user namespace (gpu_compiler.namespace).
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+_RESTARTED = "GPU_COMPILER_RESTARTED"  # once: never a loop, whatever the interpreter does
+
+
+def _fixed_environment(argv: Sequence[str]) -> None:
+    """Give the compile ``confine.FIXED_ENV`` (hash seed, timezone, SOURCE_DATE_EPOCH) and one
+    thread, restarting the interpreter if its string hashes are randomised.
+
+    Why a restart: the hash seed is read once, at start-up, and a PEX venv's interpreter runs
+    with ``-E``, which ignores PYTHONHASHSEED from the caller. The restart drops ``-E`` and, to
+    keep what it meant, every PYTHON* variable but the seed."""
+    from gpu_compiler.confine import FIXED_ENV
+
+    os.environ.update(_ONE_THREAD)
+    if sys.flags.hash_randomization == 0 and all(
+        os.environ.get(k) == v for k, v in FIXED_ENV.items()
+    ):
+        return
+    os.environ.update(FIXED_ENV)
+    if hasattr(time, "tzset"):
+        time.tzset()
+    if sys.flags.hash_randomization == 0 or os.environ.get(_RESTARTED):
+        return
+    env = dict(os.environ, **{_RESTARTED: "1"})
+    if sys.flags.ignore_environment:
+        env = {k: v for k, v in env.items() if not k.startswith("PYTHON") or k in FIXED_ENV}
+    flags = [
+        flag
+        for flag, on in (
+            ("-s", sys.flags.no_user_site),
+            ("-B", sys.flags.dont_write_bytecode),
+            ("-P", getattr(sys.flags, "safe_path", False)),
+        )
+        if on
+    ]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, *flags, "-m", "gpu_compiler", *argv], env)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    arguments = list(argv) if argv is not None else sys.argv[1:]
+    if arguments[:1] == ["compile"] and argv is None:  # not when called in-process (tests)
+        _fixed_environment(arguments)
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.command == "compile":

@@ -311,7 +311,10 @@ def test_cli_reports_the_refusal_and_writes_nothing(sandbox):
 
 # --- the OS sandbox (Landlock): what the textual checks do not see ------------------------
 
-OS_REFUSAL = ": outside the compile's inputs (the OS sandbox denied it); fix: put the file"
+OS_REFUSAL = (
+    ": outside the compile's inputs (a compile may read only its inputs and its toolchain; the OS "
+    "sandbox denied it); fix: put the file"
+)
 
 
 def _landlock_or_skip() -> None:
@@ -390,8 +393,9 @@ NUMBA_HOSTILE = {
 }
 
 
+@pytest.mark.parametrize("walls", ["namespaces", "landlock"])
 @pytest.mark.parametrize("case", sorted(NUMBA_HOSTILE))
-def test_os_sandbox_holds_a_numba_source_reading_the_host(sandbox, case):
+def test_os_sandbox_holds_a_numba_source_reading_the_host(sandbox, case, walls):
     _landlock_or_skip()
     outside = sandbox / "outside"
     _write(outside / "secret.txt", "7123\n")
@@ -399,14 +403,18 @@ def test_os_sandbox_holds_a_numba_source_reading_the_host(sandbox, case):
     src = _write("k/hostile.py", head % {"dir": str(outside), "file": str(outside / "secret.txt")})
     with open(src, "a") as f:
         f.write(NUMBA_KERNEL)
-    p = _cli(src, "--sys-path", ".")
+    p = _cli(src, "--sys-path", ".", "--sandbox", walls)
     if line is None:
         assert p.returncode == 0, p.stderr
         assert b"7123" not in _outputs()
         return
     assert p.returncode == 1, p.stderr
-    assert p.stderr.startswith("sm_90: k/hostile.py:%d: error: refused to read " % line), p.stderr
-    assert OS_REFUSAL in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # in the namespaces `cat` is not there to run; under Landlock it is there, not runnable
+    verb = "run " if case == "child" else "read "
+    assert p.stderr.startswith("sm_90: k/hostile.py:%d: error: refused to %s" % (line, verb))
+    assert (
+        OS_REFUSAL.split("; fix")[0] in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    ), p.stderr
 
 
 def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypatch, capsys):
@@ -416,12 +424,33 @@ def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypa
         raise landlock.LandlockUnavailable("the kernel has no Landlock")
 
     monkeypatch.setattr(landlock, "Ruleset", unavailable)
-    assert confine.confine(".", "out") is None and confine.active() is None
+    assert confine.confine(["."], "out", isolate=False) is None and confine.active() is None
     err = capsys.readouterr().err
     assert err == (
         "gpu_compiler: warning: the OS sandbox (Landlock) is not available: the kernel has no "
         "Landlock; only the textual #include and import checks hold this compile to its inputs\n"
     )
+
+
+def test_without_namespaces_landlock_is_the_wall_said_once(sandbox, monkeypatch, capsys):
+    from gpu_compiler import confine, landlock, namespace
+
+    def refused(*_a, **_k):
+        raise namespace.Unavailable("unshare(CLONE_NEWUSER) failed: Operation not permitted")
+
+    def unavailable(*_a, **_k):  # not in force in the test process itself
+        raise landlock.LandlockUnavailable("the kernel has no Landlock")
+
+    monkeypatch.setattr(namespace, "isolate", refused)
+    monkeypatch.setattr(landlock, "Ruleset", unavailable)
+    assert confine.confine(["."], "out") is None
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (
+        "gpu_compiler: warning: the OS sandbox's namespaces are not available: "
+        "unshare(CLONE_NEWUSER) failed: Operation not permitted; Landlock alone holds this "
+        "compile to its inputs (it does not hide the metadata of host paths)"
+    )
+    assert len(lines) == 2 and "(Landlock) is not available" in lines[1]
 
 
 def test_a_base_interpreters_prefix_is_not_toolchain(monkeypatch):

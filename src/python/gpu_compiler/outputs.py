@@ -58,20 +58,31 @@ def _publish(files: Mapping[str, bytes], out_dir: str) -> List[str]:
                 os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
             with open(path, "wb") as f:
                 f.write(files[name])
-        os.chmod(staging, 0o755)
-        old = None
-        if os.path.lexists(out_dir):
-            old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_dir), dir=parent)
-            os.rmdir(old)
-            os.rename(out_dir, old)
-        os.rename(staging, out_dir)
+        if confine.published_outside():
+            # a mount point here: the process outside the namespaces renames it once this
+            # one exits 0, and removes it otherwise
+            published = True
+            return sorted(files)
+        publish_staged(staging, out_dir)
         published = True
-        if old is not None:
-            if os.path.isdir(old) and not os.path.islink(old):
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.unlink(old)
     finally:
         if not published:
             shutil.rmtree(staging, ignore_errors=True)
     return sorted(files)
+
+
+def publish_staged(staging: str, out_dir: str) -> None:
+    """Rename the complete ``staging`` directory to ``out_dir``, replacing one there."""
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.chmod(staging, 0o755)
+    old = None
+    if os.path.lexists(out_dir):
+        old = tempfile.mkdtemp(prefix=".%s.old-" % os.path.basename(out_dir), dir=parent)
+        os.rmdir(old)
+        os.rename(out_dir, old)
+    os.rename(staging, out_dir)
+    if old is not None:
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.unlink(old)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler import ptx as ptxmod
-from gpu_compiler.cuda_cpp import toolchain_headers
+from gpu_compiler.cuda_cpp import includes, toolchain_headers
 from gpu_compiler.cuda_cpp.includes import CudaProgramText, resolve_includes
 from gpu_compiler.cuda_cpp.param_types import PROBE_SOURCE, declared_param_types
 from gpu_compiler.errors import CompileError
@@ -125,6 +125,20 @@ def _hint(log: str) -> str:
     return ""
 
 
+def _header_path(m: "re.Match[str]") -> str:
+    shown, name = m.group("file"), m.group("name")
+    # NVRTC names the header as written; a relative one is looked up first beside its includer.
+    return name if os.path.isabs(name) else os.path.join(os.path.dirname(shown), name)
+
+
+def _unseen_header(m: "re.Match[str]") -> bool:
+    """A header NVRTC did not find because the namespaces do not show it (a host path)."""
+    from gpu_compiler import confine
+
+    conf = confine.active()
+    return conf is not None and conf.unseen(_header_path(m))
+
+
 def _denied_include(m: "re.Match[str]") -> CompileError:
     """``file:line: error: refused to read <header>: ...``: one line, where NVRTC's is five.
 
@@ -134,9 +148,8 @@ def _denied_include(m: "re.Match[str]") -> CompileError:
     """
     from gpu_compiler import confine
 
-    shown, line, name = m.group("file"), int(m.group("line")), m.group("name")
-    # NVRTC names the header as written; a relative one is looked up first beside its includer.
-    path = name if os.path.isabs(name) else os.path.join(os.path.dirname(shown), name)
+    shown, line = m.group("file"), int(m.group("line"))
+    path = _header_path(m)
     return CompileError(
         "%s:%d: error: %s" % (shown, line, confine.refusal_text(path)),
         source=shown,
@@ -175,6 +188,12 @@ def nvrtc_options(
     for d in defines:
         if not d or d.startswith("=") or any(c.isspace() for c in d.split("=", 1)[0]):
             raise CompileError("invalid define %r: expected NAME or NAME=VALUE" % (d,))
+        clock = includes.CLOCK_RE.search(d.split("=", 1)[1]) if "=" in d else None
+        if clock is not None:
+            raise CompileError(
+                "invalid define %r: refused %s: it expands to the time of this compile; fix: %s"
+                % (d, clock.group(1), includes.FIX_CLOCK)
+            )
         opts.append("-D%s" % d)
     for inc in include_dirs:
         opts.append("-I%s" % inc)
@@ -358,6 +377,8 @@ def _compile_program(
         if denied is not None:
             raise _denied_include(denied)
         missing = _MISSING_RE.search(log)
+        if missing is not None and _unseen_header(missing):
+            raise _denied_include(missing)
         if missing is not None:
             raise _missing_header(missing, system_dirs)
         m = _DIAG_RE.search(log)

@@ -164,6 +164,75 @@ def _find(
     return None
 
 
+# The preprocessor's clock: each expands to when (or, __TIMESTAMP__, to the mtime of the file
+# as) this compile ran, so a fresh build and a cached one differ. NVRTC refuses to have them
+# redefined ("predefined; attempted redefinition ignored", "-D__DATE__": invalid macro
+# definition): they are refused where they are used.
+CLOCK_MACROS = ("__DATE__", "__TIME__", "__TIMESTAMP__")
+CLOCK_RE = re.compile(r"\b(%s)\b" % "|".join(CLOCK_MACROS))
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+# Comments and literals (blanked, newlines kept, before the macros are looked for); a raw
+# string's body is not parsed (it may hold quotes): its delimiter ends it.
+_NOT_CODE_RE = re.compile(
+    r'//[^\n]*|/\*.*?\*/|R"(?P<delim>[^(\s]*)\(.*?\)(?P=delim)"|"(?:\\.|[^"\\\n])*"'
+    r"|'(?:\\.|[^'\\\n])*'",
+    re.DOTALL,
+)
+FIX_CLOCK = (
+    "a kernel's bytes must not depend on when it was built; pass a version or date in "
+    "`defines` of the gpu_kernel target (it is then part of the cache key)"
+)
+
+
+def _code_only(text: str) -> Tuple[str, List[int]]:
+    """The text with lines spliced (a backslash-newline removed, as the preprocessor does
+    first) and comments and literals blanked; and where in it each splice was."""
+    pieces = text.split("\\\n")
+    splices, at = [], 0
+    for piece in pieces[:-1]:
+        at += len(piece)
+        splices.append(at)
+    code = "".join(pieces)
+    return _NOT_CODE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), code), splices
+
+
+def _fragments() -> Dict[str, str]:
+    """Pieces ``##`` can paste into a clock macro (at least two characters, not the whole)."""
+    found: Dict[str, str] = {}
+    for name in CLOCK_MACROS:
+        for i in range(len(name)):
+            for j in range(i + 2, len(name) + 1):
+                piece = name[i:j]
+                if piece != name and piece.strip("_"):
+                    found.setdefault(piece, name)
+    return found
+
+
+_FRAGMENTS = _fragments()
+
+
+def refuse_clock_macros(shown: str, text: str) -> None:
+    """CompileError at the first line that uses ``__DATE__``, ``__TIME__`` or ``__TIMESTAMP__``
+    outside comments and literals, or, in a file that pastes tokens (``##``), a piece of one."""
+    code, splices = _code_only(text)
+    m = CLOCK_RE.search(code)
+    what = m.group(1) if m else ""
+    if m is None and "##" in code:
+        for ident in _IDENTIFIER_RE.finditer(code):
+            if ident.group(0) in _FRAGMENTS:
+                m, what = ident, "%s (pasted with ##)" % _FRAGMENTS[ident.group(0)]
+                break
+    if m is None:
+        return
+    line = _line_of(code, m.start()) + sum(1 for at in splices if at <= m.start())
+    raise CompileError(
+        "%s:%d: error: refused %s: it expands to the time of this compile, so a fresh and a "
+        "cached build would differ; fix: %s" % (os.path.normpath(shown), line, what, FIX_CLOCK),
+        source=os.path.normpath(shown),
+        line=line,
+    )
+
+
 def _read(path: str, shown: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -205,6 +274,7 @@ def resolve_includes(
     pending = [(source_path, _read(source_path, source_path))]
     while pending:
         includer, text = pending.pop(0)
+        refuse_clock_macros(includer, text)
         pieces: List[str] = []
         at = 0
         for d in _directives(includer, text):

@@ -54,7 +54,8 @@ def _error_location(
     best: Optional[Tuple[str, int]] = None
     for e in _walk_exceptions(exc):
         for frame, lineno in traceback.walk_tb(e.__traceback__):
-            if is_user_file(frame.f_code.co_filename):
+            name = frame.f_code.co_filename
+            if not name.startswith("<") and is_user_file(name):  # not "<frozen genericpath>"
                 best = (frame.f_code.co_filename, lineno)
             for name in ("loc", "constraint", "inst", "stmt"):
                 v = frame.f_locals.get(name)
@@ -108,18 +109,17 @@ def denied_refusal(
     one line naming the file, whatever the kernel made of the error."""
     from gpu_compiler import confine
 
-    path = confine.denied_read(exc) or _denied_module(exc)
-    if path is None:
-        return None
+    text = confine.denial(exc)
+    if text is None:
+        module = _denied_module(exc)
+        if module is None:
+            return None
+        text = confine.refusal_text(module)
     loc = _error_location(exc, is_user_file)
     if loc is None:
-        return CompileError(
-            "%s: error: %s" % (source_path, confine.refusal_text(path)), source=source_path
-        )
+        return CompileError("%s: error: %s" % (source_path, text), source=source_path)
     shown = display_path(loc[0], source_path)
-    return CompileError(
-        "%s:%d: error: %s" % (shown, loc[1], confine.refusal_text(path)), source=shown, line=loc[1]
-    )
+    return CompileError("%s:%d: error: %s" % (shown, loc[1], text), source=shown, line=loc[1])
 
 
 # The plugin replaces "<toolchain>" with the toolchain's resolve (the compiler runs inside the
@@ -181,6 +181,10 @@ def _denied_module(exc: BaseException) -> Optional[str]:
         for cand in [base + s for s in all_suffixes()] + [os.path.join(base, "__init__.py")]:
             if os.path.isfile(cand) and not conf.is_input(cand):
                 return cand
+    # In the namespaces the directory is not there at all: an entry the kernel added that the
+    # compile cannot see is where the module would have come from.
+    for entry in confine.added_unseen_sys_path():
+        return os.path.join(entry, name)
     return None
 
 

@@ -57,6 +57,13 @@ def _toolchain_roots() -> List[str]:
     return out
 
 
+def _hidden_roots() -> List[str]:
+    """A base interpreter's site-packages under the stdlib: not the toolchain (see confine)."""
+    from gpu_compiler import confine
+
+    return confine.hidden_dirs()
+
+
 def toolchain_roots() -> List[str]:
     """The toolchain's directories (standard library, site-packages, gpu_spec)."""
     return _toolchain_roots()
@@ -83,13 +90,21 @@ def _module_file(path: str) -> str:
     return path
 
 
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
 def _audit(event: str, args: Tuple[Any, ...]) -> None:
     if event != "open":
         return
     guard = getattr(_local, "guard", None)
     if guard is None or not args or not isinstance(args[0], (str, bytes)):
         return  # not guarding this thread, or a file descriptor
-    guard.on_open(os.fsdecode(args[0]))
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
+    writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+    )
+    guard.on_open(os.fsdecode(args[0]), writes)
 
 
 def _install_hook() -> None:
@@ -109,6 +124,7 @@ class ImportGuard:
         self.is_user_file = is_user_file
         self.refusal: Optional[CompileError] = None
         self._roots = _toolchain_roots() if sandbox.confined else []
+        self._hidden = _hidden_roots() if sandbox.confined else []
         self._busy = False
 
     def __enter__(self) -> "ImportGuard":
@@ -122,16 +138,19 @@ class ImportGuard:
             _local.guard = None
 
     def allowed(self, path: str) -> bool:
-        return self.sandbox.inside(path) or is_toolchain_file(path, self._roots)
+        if self.sandbox.inside(path):
+            return True
+        hidden = any(_under(os.path.abspath(path), h) for h in self._hidden)
+        return not hidden and is_toolchain_file(path, self._roots)
 
-    def on_open(self, path: str) -> None:
+    def on_open(self, path: str, writes: bool = False) -> None:
         if self._busy:
             return
         self._busy = True  # the checks below must not re-enter through their own events
         try:
-            if self.allowed(path):
+            if self.allowed(path):  # a write to an input: the OS sandbox refuses it (EROFS)
                 return
-            error = self._refuse(path, self._import_site())
+            error = self._refuse(path, self._import_site(), writes=writes)
         finally:
             self._busy = False
         if self.refusal is None:
@@ -149,13 +168,21 @@ class ImportGuard:
         return None
 
     def _refuse(
-        self, path: str, site_: Optional[Tuple[str, int]], module: str = ""
+        self, path: str, site_: Optional[Tuple[str, int]], module: str = "", writes: bool = False
     ) -> CompileError:
+        from gpu_compiler import confine
+
         what = "module %r from %s" % (module, path) if module else _module_file(path)
-        text = (
-            "refused to read %s: it is outside the compile's inputs (the sandbox) and the "
-            "toolchain; fix: %s" % (self.sandbox.where(what) if not module else what, FIX_MODULE)
-        )
+        shown = self.sandbox.where(what) if not module else what
+        if writes:
+            text = confine.refusal_text(shown, "write")
+        else:
+            is_module = module or what.endswith((".py", ".pyc", ".so"))
+            text = (
+                "refused to read %s: it is outside the compile's inputs (the sandbox) and the "
+                "toolchain (%s); fix: %s"
+                % (shown, confine.WHY.split(";")[0], FIX_MODULE if is_module else confine.FIX_READ)
+            )
         if site_ is None:
             return CompileError("%s: error: %s" % (self.source_path, text), source=self.source_path)
         return CompileError("%s:%d: error: %s" % (site_[0], site_[1], text), *site_)
