@@ -305,14 +305,16 @@ def _capabilities_or_exit(values: Sequence[str], parser: argparse.ArgumentParser
 
 
 def _confine(args: argparse.Namespace) -> None:
-    """Load the toolchain, then hold the process to its inputs, outputs and toolchain
-    (``gpu_compiler.confine``), before the kernel source is read."""
+    """Move into the namespaces, load the toolchain, then hold the process to its inputs,
+    outputs and toolchain (``gpu_compiler.confine``), before the kernel source is read."""
     from gpu_compiler import confine
 
+    if args.sandbox == "namespaces":
+        confine.isolate(args.out_dir)  # returns in the child (or, unavailable, said once)
     suffix = os.path.splitext(args.source)[1].lower()
     if suffix in (".py", ".cu"):  # else compile_source refuses it, reading nothing
         confine.prepare_toolchain(suffix)
-    confine.confine(args.input, args.out_dir, isolate=args.sandbox == "namespaces")
+    confine.confine(args.input, args.out_dir)
 
 
 def _cmd_versions(args: argparse.Namespace) -> int:

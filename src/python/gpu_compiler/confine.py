@@ -305,45 +305,23 @@ def _default_inputs() -> List[str]:
     return ["."]
 
 
-def confine(inputs: Sequence[str], out_dir: str, isolate: bool = True) -> Optional[Confinement]:
-    """Put the walls up for this process (and its threads and children from here on); None,
-    after saying why once on stderr, if neither can be.
+# Set in the child of `isolate` until `confine` builds its root: (base, staging).
+_isolated: Optional[Tuple[str, str]] = None
 
-    With ``isolate``, the process first moves into the namespaces (``gpu_compiler.namespace``):
-    from then on this function returns in a child, and the calling process only waits, then
-    publishes the outputs and exits with the child's status."""
-    global _active
-    if _active is not None:
-        return _active
-    inputs = [os.path.abspath(p) for p in (inputs or _default_inputs())]
+
+def isolate(out_dir: str) -> bool:
+    """Move into the namespaces (``gpu_compiler.namespace``) before the toolchain loads: from
+    then on this returns True in a child, and the calling process only waits, then publishes
+    the outputs and exits with the child's status. False, after saying why once on stderr, if
+    the kernel allows no unprivileged user namespace (``confine`` then puts up Landlock alone).
+    """
+    global _isolated
+    from gpu_compiler.outputs import publish_staged
+
     out = os.path.abspath(out_dir)
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
-    hidden = hidden_dirs()
-    toolchain = _toolchain_dirs() + _both_forms([sys.executable])
-    mapped = _mapped_files()
     staging = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out), dir=parent)
-    if isolate:
-        try:
-            _isolate(inputs, out, staging, toolchain + mapped, hidden)
-            return _landlock(inputs, out, staging, "/tmp", toolchain, mapped, hidden, True)
-        except namespace.Unavailable as e:
-            sys.stderr.write(NO_NAMESPACES % (e,) + "\n")
-    atexit.register(shutil.rmtree, staging, True)  # gone already once published
-    # Beside the outputs, not in /tmp: removing a directory needs the right to remove entries
-    # of its parent, which the ruleset gives for `parent` only (one in /tmp outlived each compile)
-    tmpdir = tempfile.mkdtemp(prefix=".gpu_compiler-tmp-", dir=parent)
-    atexit.register(shutil.rmtree, tmpdir, True)
-    return _landlock(inputs, out, staging, tmpdir, toolchain, mapped, hidden, False)
-
-
-def _isolate(
-    inputs: List[str], out: str, staging: str, toolchain: List[str], hidden: List[str]
-) -> None:
-    """Into the namespaces; returns in the child. The parent publishes ``staging`` to ``out``
-    when the child exits 0 having written outputs, and removes it otherwise."""
-    from gpu_compiler.outputs import publish_staged
-
     base = tempfile.mkdtemp(prefix="gpu_compiler-root-")
 
     def cleanup() -> None:
@@ -361,10 +339,40 @@ def _isolate(
             cleanup()
 
     try:
-        namespace.isolate(base, inputs + toolchain, [staging], hidden, on_success, cleanup)
-    except namespace.Unavailable:
-        os.rmdir(base)
-        raise
+        namespace.isolate(on_success, cleanup)
+    except namespace.Unavailable as e:
+        cleanup()
+        sys.stderr.write(NO_NAMESPACES % (e,) + "\n")
+        return False
+    _isolated = (base, staging)
+    return True
+
+
+def confine(inputs: Sequence[str], out_dir: str) -> Optional[Confinement]:
+    """Put the walls up for this process (and its threads and children from here on); None,
+    after saying why once on stderr, if neither can be. After ``isolate``: the new root (only
+    the inputs, the toolchain as loaded by now, the staging directory), then Landlock; else
+    Landlock alone."""
+    if _active is not None:
+        return _active
+    inputs = [os.path.abspath(p) for p in (inputs or _default_inputs())]
+    out = os.path.abspath(out_dir)
+    hidden = hidden_dirs()
+    toolchain = _toolchain_dirs() + _both_forms([sys.executable])
+    mapped = _mapped_files()
+    if _isolated is not None:
+        base, staging = _isolated
+        namespace.build_root(base, inputs + toolchain + mapped, [staging], hidden)
+        return _landlock(inputs, out, staging, "/tmp", toolchain, mapped, hidden, True)
+    parent = os.path.dirname(out)
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".%s.tmp-" % os.path.basename(out), dir=parent)
+    atexit.register(shutil.rmtree, staging, True)  # gone already once published
+    # Beside the outputs, not in /tmp: removing a directory needs the right to remove entries
+    # of its parent, which the ruleset gives for `parent` only (one in /tmp outlived each compile)
+    tmpdir = tempfile.mkdtemp(prefix=".gpu_compiler-tmp-", dir=parent)
+    atexit.register(shutil.rmtree, tmpdir, True)
+    return _landlock(inputs, out, staging, tmpdir, toolchain, mapped, hidden, False)
 
 
 def _landlock(

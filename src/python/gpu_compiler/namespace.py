@@ -281,21 +281,15 @@ def _identity() -> None:
     os.environ.update({"HOME": "/tmp", "USER": HOSTNAME, "LOGNAME": HOSTNAME, "TMPDIR": "/tmp"})
 
 
-def isolate(
-    base: str,
-    readable: Sequence[str],
-    writable: Sequence[str],
-    hidden: Sequence[str],
-    on_success: Callable[[], None],
-    on_failure: Callable[[], None],
-) -> None:
-    """Return in a child that sees only ``readable`` (read-only) and ``writable``; the calling
-    process never returns: it exits with the child's status, after ``on_success`` (status 0)
-    or ``on_failure`` (any other). ``hidden``: directories under ``readable`` shown empty.
-    ``base`` is an empty directory for the new root.
+def isolate(on_success: Callable[[], None], on_failure: Callable[[], None]) -> None:
+    """Return in a child in the new namespaces (its root still the host's until
+    ``build_root``); the calling process never returns: it exits with the child's status,
+    after ``on_success`` (status 0) or ``on_failure`` (any other).
 
-    Raises Unavailable, in the calling process and before anything changed, where the kernel
-    allows no unprivileged user namespace."""
+    Called before the toolchain loads: the process forked is then small (the child of a
+    process holding numba paid ~75 ms of copy-on-write faults), and has one thread, as
+    ``unshare(CLONE_NEWUSER)`` requires. Raises Unavailable, in the calling process and before
+    anything changed, where the kernel allows no unprivileged user namespace."""
     remaining = signal.setitimer(signal.ITIMER_REAL, 0)  # the deadline moves to the child
     try:
         _enter_user_namespace()
@@ -307,18 +301,26 @@ def isolate(
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        try:
-            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            _build_root(base, readable, writable, hidden)
-            _identity()
-        except BaseException as e:  # noqa: B036 - the child must not return into the compile
-            sys.stderr.write("gpu_compiler: error: setting up the compile's sandbox: %s\n" % e)
-            sys.stderr.flush()
-            os._exit(70)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if remaining[0]:
             signal.setitimer(signal.ITIMER_REAL, *remaining)
         return
     _wait_and_exit(pid, on_success, on_failure)
+
+
+def build_root(
+    base: str, readable: Sequence[str], writable: Sequence[str], hidden: Sequence[str]
+) -> None:
+    """In the child of ``isolate``: switch to a root (made at ``base``, an empty directory)
+    that holds only ``readable`` (read-only) and ``writable``, ``hidden`` directories shown
+    empty; then the fixed identity. Exits 70, saying why, if the kernel refuses a step."""
+    try:
+        _build_root(base, readable, writable, hidden)
+        _identity()
+    except BaseException as e:  # noqa: B036 - the child must not go on half-isolated
+        sys.stderr.write("gpu_compiler: error: setting up the compile's sandbox: %s\n" % e)
+        sys.stderr.flush()
+        os._exit(70)
 
 
 def _wait_and_exit(
