@@ -24,9 +24,8 @@ import tempfile
 import zlib
 from typing import Callable, Dict, Optional
 
-from sandbox_probes_test import KERNEL_CU, Lab
-
 from probe_table import findings, held, refused, run_probes
+from sandbox_probes_test import KERNEL_CU, Lab
 
 BASE = 7000000000  # an int64 literal the PTX writes in decimal: BASE + the value the kernel saw
 KERNEL_INT = """
