@@ -24,7 +24,6 @@ import argparse
 import base64
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import re
@@ -44,14 +43,18 @@ from gpu_spec.safe_read import (
     FileReadError,
     loads_json,
     read_regular_file,
+    sha256_of_open,
 )
 from gpu_spec.signature import (
+    SIGN_FIX,
     TRUSTED_KEYS_ENV,
     NotSignedError,
     SignatureFormatError,
     UntrustedKeyError,
     describe_keys,
+    not_signed_reason,
     signature_policy,
+    untrusted_key_reason,
 )
 
 DESTINATION_RE = re.compile(r"^(?:(?P<user>[^@:/\s]+)@)?(?P<host>[^@:/\s]+):(?P<path>/\S*)$")
@@ -115,11 +118,7 @@ def _sha256_regular(path: str, rel: str) -> Tuple[str, int]:
                 f"{rel} in the bundle is a {describe_mode(mode)}, not a regular file: a deploy "
                 "sends regular files only; remove it and deploy again"
             )
-        h, size = hashlib.sha256(), 0
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-            size += len(block)
-    return h.hexdigest(), size
+        return sha256_of_open(f)
 
 
 def describe_mode(mode: int) -> str:
@@ -401,22 +400,14 @@ def trust_refusal(bundle: str, keys: List[List[str]]) -> Optional[str]:
     except OSError as e:
         return f"cannot read {sig_path}: {e.strerror or e}"
     ids = f"{describe_keys(trusted)} (${TRUSTED_KEYS_ENV} on the device)"
-    fix = (
-        "sign the bundle with a key the device trusts (`[gpu-bundle-signing].key_file`), or "
-        f"change the device's ${TRUSTED_KEYS_ENV}"
-    )
     try:
         signature_policy(sig_raw, SIGNATURE_PATH, trusted)
     except NotSignedError:
-        return (
-            f"the bundle is not signed and the device trusts key {ids}: its runtime would "
-            f"refuse it; {fix}"
-        )
+        reason = not_signed_reason("the device", ids)
+        return f"the bundle {reason}: its runtime would refuse it; {SIGN_FIX}"
     except UntrustedKeyError as e:
-        return (
-            f"the bundle is signed by key {e.signature.key_id} and the device trusts only {ids}: "
-            f"its runtime would refuse it; {fix}"
-        )
+        reason = untrusted_key_reason(e.signature.key_id, "the device", ids)
+        return f"the bundle {reason}: its runtime would refuse it; {SIGN_FIX}"
     except SignatureFormatError as e:
         return f"{e}: re-run `pants package`"
     return None

@@ -65,15 +65,19 @@ from gpu_spec.safe_read import (
     loads_json,
     open_regular,
     read_regular_file,
+    sha256_of_open,
 )
 from gpu_spec.signature import (
+    SIGN_FIX,
     TRUSTED_KEYS_ENV,
     NotSignedError,
     SignatureFormatError,
     UntrustedKeyError,
     describe_keys,
+    not_signed_reason,
     signature_policy,
     trusted_keys_from_env,
+    untrusted_key_reason,
 )
 
 RELEASES = "releases"
@@ -81,10 +85,6 @@ PARTIAL = ".partial"
 LEDGER = ".deploy-releases.json"
 LOCK = ".deploy.lock"
 LINKS = ("current", "previous")
-SIGN_FIX = (
-    "sign the bundle with a key the device trusts (`[gpu-bundle-signing].key_file`), or change "
-    f"the device's ${TRUSTED_KEYS_ENV}"
-)
 
 
 class ReleaseError(Exception):
@@ -122,14 +122,11 @@ def _read(path: str, limit: int, what: str) -> bytes:
 
 
 def _sha256(path: str) -> str:
-    h = hashlib.sha256()
     with _open_read(path, "release file") as f:
         try:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+            return sha256_of_open(f)[0]
         except OSError as e:
             raise cannot_read(path, e) from None
-    return h.hexdigest()
 
 
 def _copy_checked(src: str, dst: str, expected: str) -> bool:
@@ -433,13 +430,11 @@ def check_trust(partial: str, release: str) -> str:
         sig, key = signature_policy(sig_raw, SIGNATURE_PATH, trusted)
     except NotSignedError as e:
         raise ReleaseError(
-            f"{refused}: it is not signed and the device trusts key {ids}; " f"{SIGN_FIX}"
+            f"{refused}: it {not_signed_reason('the device', ids)}; {SIGN_FIX}"
         ) from e
     except UntrustedKeyError as e:
-        raise ReleaseError(
-            f"{refused}: it is signed by key {e.signature.key_id}, the device "
-            f"trusts only {ids}; {SIGN_FIX}"
-        ) from e
+        reason = untrusted_key_reason(e.signature.key_id, "the device", ids)
+        raise ReleaseError(f"{refused}: it {reason}; {SIGN_FIX}") from e
     except SignatureFormatError as e:
         raise ReleaseError(f"{refused}: {e}; re-run `pants package` and deploy again") from e
     if sig is None:

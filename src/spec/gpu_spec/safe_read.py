@@ -18,6 +18,7 @@ caller tells "absent" from "unreadable". Standard library only (runs on Python 3
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -90,6 +91,23 @@ def read_regular_file(path: PathLike, limit: int, what: str = "file") -> bytes:
                 f"limit of {limit}: refusing to read it; replace it with the real file"
             )
         return data
+
+
+def sha256_of_open(f: BinaryIO) -> "tuple[str, int]":
+    """(sha256 hex, size) of what is left to read of ``f``, in 1 MiB blocks: the one hash of a
+    bundle's, a release's or a JIT cache's file (the manifest's ``sha256`` fields)."""
+    digest, size = hashlib.sha256(), 0
+    for block in iter(lambda: f.read(MiB), b""):
+        digest.update(block)
+        size += len(block)
+    return digest.hexdigest(), size
+
+
+def regular_file_sha256(path: PathLike, what: str = "file") -> str:
+    """The sha256 of the regular file ``path`` (FileReadError for a FIFO, device or directory:
+    one swapped in after a caller looked would block it forever)."""
+    with open_regular(path, what) as f:
+        return sha256_of_open(f)[0]
 
 
 def check_json_depth(text: str, origin: str, max_depth: int = MAX_JSON_DEPTH) -> None:

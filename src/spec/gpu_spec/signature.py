@@ -133,6 +133,25 @@ def describe_keys(keys: Iterable[bytes]) -> str:
     return ", ".join(key_id(k) for k in keys) or "none"
 
 
+# The fix of every signature refusal, on the device and at deploy time alike.
+SIGN_FIX = (
+    "sign the bundle with a key that is trusted: set `[gpu-bundle-signing].key_file` (or "
+    "PANTS_GPU_BUNDLE_SIGNING_KEY_FILE) to its private key and re-run `pants package`, or "
+    f"trust the bundle's key in ${TRUSTED_KEYS_ENV}"
+)
+
+
+def not_signed_reason(party: str, trusted_ids: str) -> str:
+    """Why an unsigned bundle is refused where keys are trusted (``party``: "this app", "the
+    device"); the caller adds what it refuses and ``SIGN_FIX``."""
+    return f"is not signed, and {party} trusts only bundles signed by key {trusted_ids}"
+
+
+def untrusted_key_reason(kid: str, party: str, trusted_ids: str) -> str:
+    """Why a bundle signed by a key that ``party`` does not trust is refused."""
+    return f"is signed by key {kid}, which {party} does not trust (trusted: {trusted_ids})"
+
+
 def find_key(keys: Iterable[bytes], kid: str) -> Optional[bytes]:
     return next((k for k in keys if key_id(k) == kid), None)
 

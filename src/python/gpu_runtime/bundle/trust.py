@@ -24,20 +24,18 @@ from gpu_spec.safe_read import MAX_SIGNATURE_BYTES, FileReadError, loads_json, r
 from gpu_spec.signature import (
     PINNED_KEYS_ENV,
     PINNED_KEYS_MODULE,
+    SIGN_FIX,
     TRUSTED_KEYS_ENV,
     NotSignedError,
     SignatureFormatError,
     UntrustedKeyError,
     describe_keys,
     key_id,
+    not_signed_reason,
     pinned_keys_of,
     signature_policy,
     trusted_keys_from_env,
-)
-
-SIGN_FIX = (
-    "sign it: set `[gpu-bundle-signing].key_file` (or PANTS_GPU_BUNDLE_SIGNING_KEY_FILE) to the "
-    "private key of a trusted key and re-run `pants package`"
+    untrusted_key_reason,
 )
 
 
@@ -142,17 +140,15 @@ def check_trust(raw: bytes, root: str, keys: Sequence[Tuple[bytes, str]]) -> Tru
         sig, key = signature_policy(sig_raw, sig_path, trusted)
     except NotSignedError as e:
         raise UntrustedBundleError(
-            f"bundle {bundle} is not signed ({SIGNATURE_NAME} is missing), and this app trusts "
-            f"only bundles signed by key {trusted_ids}: refusing to load it; {SIGN_FIX}"
+            f"bundle {bundle} ({SIGNATURE_NAME} is missing) "
+            f"{not_signed_reason('this app', trusted_ids)}: refusing to load it; {SIGN_FIX}"
         ) from e
     except SignatureFormatError as e:
         raise UntrustedBundleError(f"bundle {bundle}: {e}; refusing to load it") from e
     except UntrustedKeyError as e:
-        kid = e.signature.key_id
+        reason = untrusted_key_reason(e.signature.key_id, "this app", trusted_ids)
         raise UntrustedBundleError(
-            f"bundle {bundle} is signed by key {kid}, which this app does not trust "
-            f"(trusted: {trusted_ids}): refusing to load it; {SIGN_FIX}, or trust key "
-            f"{kid} in ${TRUSTED_KEYS_ENV}"
+            f"bundle {bundle} {reason}: refusing to load it; {SIGN_FIX}"
         ) from e
     if sig is None:
         return Trust(

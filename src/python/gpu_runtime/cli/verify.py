@@ -23,7 +23,6 @@ from the very file being checked. Give them with ``--key`` or the environment va
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 from typing import List
 
@@ -45,15 +44,10 @@ NOT_VERIFIED = 3
 
 
 def file_sha256(path: str) -> str:
-    """The sha256 of the regular file `path` (FileReadError for a FIFO, device or directory:
-    one swapped in after `locate_file` looked would block verify forever)."""
-    from gpu_spec.safe_read import open_regular
+    """The sha256 of the regular file `path` (gpu_spec.safe_read's, as every reader hashes)."""
+    from gpu_spec.safe_read import regular_file_sha256
 
-    h = hashlib.sha256()
-    with open_regular(path, "bundle file") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return regular_file_sha256(path, "bundle file")
 
 
 def bundle_dirs(path: str) -> "tuple[str, str]":

@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -43,7 +42,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from gpu_runtime.errors import GpuRuntimeError
-from gpu_spec.safe_read import MAX_INDEX_BYTES, load_json_file, open_regular
+from gpu_spec.safe_read import MAX_INDEX_BYTES, load_json_file, regular_file_sha256
 
 log = logging.getLogger("gpu_runtime")
 
@@ -87,11 +86,7 @@ class Entry:
 
 def _sha256(path: str) -> str:
     """The sha256 of the regular file `path` (FileReadError for a FIFO or device in an entry)."""
-    h = hashlib.sha256()
-    with open_regular(path, "JIT cache file") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return regular_file_sha256(path, "JIT cache file")
 
 
 # A cache directory that exists but refuses writes: shared read-only (a read-only mount, another
