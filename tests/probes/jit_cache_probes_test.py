@@ -502,16 +502,16 @@ def probe_unreadable_entry_kept(tmp: str) -> str:
     first = ""
     import gpu_runtime.jit.store as store_module
 
-    real = store_module.open_regular
+    real = store_module.regular_file_sha256
 
     def emfile(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
-    store_module.open_regular = emfile
+    store_module.regular_file_sha256 = emfile
     try:
         e = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
     finally:
-        store_module.open_regular = real
+        store_module.regular_file_sha256 = real
     gc.collect()
     if not os.path.isdir(entry.path):
         return f"FINDING: EMFILE deleted a valid entry ({e})"
