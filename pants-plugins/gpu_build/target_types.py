@@ -30,9 +30,10 @@ from pants.util.strutil import help_text
 
 from gpu_spec.capabilities import MAX_REGISTERS_PER_THREAD, parse_capability
 from gpu_spec.errors import SpecError
+from gpu_spec.metadata import LANG_CUDA, LANG_NUMBA, suffixes_of
 
-CUDA_CPP_EXTENSIONS = (".cu",)
-NUMBA_EXTENSIONS = (".py",)
+CUDA_CPP_EXTENSIONS = suffixes_of(LANG_CUDA)
+NUMBA_EXTENSIONS = suffixes_of(LANG_NUMBA)
 
 
 def sorted_capabilities(capabilities: Iterable[str]) -> tuple[str, ...]:
@@ -203,71 +204,17 @@ class GpuKernelTarget(Target):
         f"""
         GPU kernels compiled ahead of time to PTX and cubin for each compute capability.
 
-        One hermetic, cached Pants process per source compiles it for all its capabilities
-        (`python -m gpu_compiler compile --capability sm_87 --capability sm_90 ...`), running
-        the pinned toolchain of `[gpu-toolchains]` (NVIDIA's wheels, never the host's CUDA), so
-        numba's start-up is paid once per source; `[gpu-toolchains].batch_capabilities = false`
-        gives one process per (source, capability) instead. `pants package` writes
-        `<capability>/<module>.ptx`, `.cubin` and `metadata.json` (entry names, signatures,
-        argument ABI, declared C parameter types, PTX ISA and minimum driver, toolchain
-        versions, register and shared-memory use) under `dist/`.
+        One hermetic, cached Pants process per source compiles it for all its capabilities in
+        the pinned toolchain of `[gpu-toolchains]` (`[gpu-toolchains].batch_capabilities =
+        false`: one per (source, capability)). A `.py` source holds numba-cuda kernels with
+        eager signatures (`@cuda.jit("void(float32[::1])")`, a list, type objects) or an
+        `AOT_SIGNATURES` dict; a `.cu` source is CUDA C++ compiled by NVRTC (templates through
+        `{GpuKernelNameExpressionsField.alias}=`). `pants package` writes
+        `<capability>/<module>.ptx`, `.cubin` and `metadata.json` under `dist/`.
 
-        A numba-cuda (`.py`) source is imported with no GPU; each kernel is compiled for the
-        signatures it states, in any of the forms numba's documentation writes:
+            gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_87", "sm_90"])
 
-            from numba import cuda, float32, void
-            from numba.cuda import types
-            from numba.cuda.random import xoroshiro128p_type
-
-            @cuda.jit("void(float32[::1], float32, float32[::1], float32[::1])")  # eager string
-            def saxpy(out, a, x, y):
-                i = cuda.grid(1)
-                if i < out.size:
-                    out[i] = a * x[i] + y[i]
-
-            @cuda.jit(["void(uint8[::1], uint32[::1])", "void(uint8[:], uint32[::1])"])  # list
-            def histogram(data, bins): ...
-
-            @cuda.jit(types.void(types.CPointer(types.uint8), types.uint32))  # type objects
-            def add_one(x, n): ...
-
-            @cuda.jit  # lazy: compiled for what AOT_SIGNATURES names
-            def compute_pi(rng_states, out): ...
-
-            AOT_SIGNATURES = {{
-                # strings, or numba type objects (records and pointers have no string form)
-                "compute_pi": [void(xoroshiro128p_type[::1], float32[::1])],
-            }}
-
-        Kernels may also call `cuda.declare_device(..., link="functions.cu")` or use
-        `@cuda.jit(link=[...])`: the linked `.cu`/`.ptx` files are compiled and linked in the
-        same process and inferred as dependencies, and so are the headers they include (also
-        through `{GpuKernelIncludeDirsField.alias}` and through numba's
-        `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS` where the module sets it from `__file__` and
-        literal paths, as numba's docs do). A CUDA C++ (`.cu`) source is compiled by NVRTC:
-        `extern "C" __global__` kernels are found by name, templates are instantiated through
-        `{GpuKernelNameExpressionsField.alias}`.
-
-        BUILD (`./pants package path/to:saxpy`; a `deploy_bundle` collects kernels for
-        devices):
-
-            gpu_kernel(
-                name="saxpy",
-                source="saxpy.py",
-                capabilities=["sm_87", "sm_90"],  # default: [gpu-toolchains].default_capabilities
-                # toolchain="cuda12",             # default: [gpu-toolchains].default_toolchain
-            )
-
-            gpu_kernel(
-                name="matmul",
-                source="matmul.cu",
-                {GpuKernelNameExpressionsField.alias}=["matmul<float, 16>", "matmul<double, 16>"],
-                {GpuKernelIncludeDirsField.alias}=["."],
-                {GpuKernelDefinesField.alias}=["TILE=16"],
-            )
-
-            # Owns the headers matmul.cu includes: the kernel's dependency on it is inferred.
-            files(name="headers", sources=["*.cuh"])
+        Every signature form, linked `.cu` files, headers and the outputs: docs/gpu_kernel.md.
         """
     )
 

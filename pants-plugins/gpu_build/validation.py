@@ -26,7 +26,6 @@ from pants.engine.target import InvalidFieldException
 from pants.util.strutil import softwrap
 
 from gpu_build.target_types import (
-    CUDA_CPP_EXTENSIONS,
     DeployBundleDriverVersionField,
     GpuKernelCapabilitiesField,
     GpuKernelDefinesField,
@@ -38,6 +37,7 @@ from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.capabilities import check_max_registers, min_ptx_isa, parse_capability
 from gpu_spec.errors import SpecError
+from gpu_spec.metadata import LANG_CUDA, language_of
 from gpu_spec.versions import is_version, parse_version
 
 # A `defines` entry: NAME or NAME=VALUE (one line), as `-D` takes it.
@@ -133,7 +133,7 @@ def validate_gpu_kernel(field_set: GpuKernelFieldSet) -> None:
     check_each(field_set.include_dirs.value or (), _include_dir_problem(address))
 
     source = field_set.source.value or ""
-    if not source.endswith(CUDA_CPP_EXTENSIONS):
+    if language_of(source) != LANG_CUDA:
         # Not `include_dirs`: on a numba source it applies to the `.cu` files it links.
         for field in (field_set.defines, field_set.name_expressions):
             if field.value:

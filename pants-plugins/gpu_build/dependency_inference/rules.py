@@ -60,6 +60,7 @@ from gpu_build.target_types import (
     GpuKernelIncludeDirsField,
     GpuKernelSourceField,
 )
+from gpu_spec.metadata import LANG_NUMBA, language_of
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ async def file_references(request: FileReferencesRequest) -> FileReferences:
     """Reads the file through the engine (so its edits invalidate this) and parses it."""
     contents = await Get(DigestContents, PathGlobs([request.path]))
     text = contents[0].content.decode(errors="replace") if contents else ""
-    if request.path.endswith(".py"):
+    if language_of(request.path) == LANG_NUMBA:
         return FileReferences(
             parse_imports(request.path, text, request.source_root) + parse_links(request.path, text)
         )
@@ -121,7 +122,7 @@ async def include_dirs_of(request: IncludeDirsRequest) -> IncludeDirs:
     the compiler); for a numba source (whose linked `.cu` files they serve), then the
     directories it puts in numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS."""
     own = tuple(os.path.normpath(os.path.join(request.spec_path, d)) for d in request.include_dirs)
-    if not request.source.endswith(".py"):
+    if language_of(request.source) != LANG_NUMBA:
         return IncludeDirs(own)
     contents = await Get(DigestContents, PathGlobs([request.source]))
     text = contents[0].content.decode(errors="replace") if contents else ""

@@ -53,6 +53,7 @@ from gpu_compiler.errors import CompileError
 from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.compile_report import failure_line
 from gpu_spec.errors import SpecError
+from gpu_spec.metadata import language_of
 
 
 def _max_registers(text: str) -> int:
@@ -311,9 +312,9 @@ def _confine(args: argparse.Namespace) -> None:
 
     if args.sandbox == "namespaces":
         confine.isolate(args.out_dir)  # returns in the child (or, unavailable, said once)
-    suffix = os.path.splitext(args.source)[1].lower()
-    if suffix in (".py", ".cu"):  # else compile_source refuses it, reading nothing
-        confine.prepare_toolchain(suffix)
+    language = language_of(args.source)
+    if language is not None:  # else compile_source refuses it, reading nothing
+        confine.prepare_toolchain(language)
     confine.confine(args.input, args.out_dir)
 
 

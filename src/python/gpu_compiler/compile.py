@@ -30,7 +30,7 @@ from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.errors import SpecError
-from gpu_spec.metadata import LANG_CUDA, LANG_NUMBA
+from gpu_spec.metadata import LANG_NUMBA, language_of
 from gpu_spec.ptx_isa import (
     min_driver_for_ptx,
     toolchain_ptx_isa,
@@ -50,12 +50,11 @@ __all__ = [
 
 
 def _language_of(source_path: str) -> str:
-    """The backend is chosen by the file suffix alone."""
+    """The backend is chosen by the file suffix alone (gpu_spec.metadata.language_of)."""
+    language = language_of(source_path)
+    if language is not None:
+        return language
     ext = os.path.splitext(source_path)[1].lower()
-    if ext == ".py":
-        return LANG_NUMBA
-    if ext == ".cu":
-        return LANG_CUDA
     raise CompileError(
         "%s: unsupported kernel source type %r: expected .py (numba-cuda) or .cu (CUDA C++)"
         % (source_path, ext or "(none)")

@@ -53,6 +53,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from gpu_compiler import landlock, namespace
 from gpu_compiler.sandbox import Sandbox
+from gpu_spec.metadata import LANG_NUMBA
 
 # Said once on stderr when a wall cannot be put up.
 NO_NAMESPACES = (
@@ -199,7 +200,7 @@ def _mapped_files() -> List[str]:
     return found
 
 
-def prepare_toolchain(language_suffix: str) -> None:
+def prepare_toolchain(language: str) -> None:
     """Load what the compile will need from the toolchain, before the ruleset is in force.
 
     Why: libraries loaded later would be looked up through the host's loader cache and system
@@ -216,12 +217,12 @@ def prepare_toolchain(language_suffix: str) -> None:
     os.environ["CUDA_CACHE_DISABLE"] = "1"
     libraries = threading.Thread(
         target=_load_cuda_libraries,
-        args=(language_suffix,),
+        args=(language,),
         name="gpu_compiler: CUDA libraries",
     )
     libraries.start()
     try:
-        if language_suffix == ".py":
+        if language == LANG_NUMBA:
             from gpu_compiler.numba.backend import require_numba
 
             _hide_unpinned_modules()
@@ -243,11 +244,11 @@ def _hide_unpinned_modules() -> None:
             sys.modules[name] = None  # type: ignore[assignment]  # `import` raises ImportError
 
 
-def _load_cuda_libraries(language_suffix: str) -> None:
+def _load_cuda_libraries(language: str) -> None:
     from cuda.bindings import nvjitlink
     from cuda.pathfinder import load_nvidia_dynamic_lib
 
-    for lib in ("nvrtc", "nvJitLink") + (("nvvm",) if language_suffix == ".py" else ()):
+    for lib in ("nvrtc", "nvJitLink") + (("nvvm",) if language == LANG_NUMBA else ()):
         try:
             load_nvidia_dynamic_lib(lib)
         except Exception:  # the compile reports a missing library in its own words

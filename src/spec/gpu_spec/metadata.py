@@ -27,12 +27,31 @@ cubin is already linked with them. A file may be shared by several modules of on
 
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 METADATA_SCHEMA_VERSION = 1
 METADATA_FILE = "metadata.json"
 
 LANG_NUMBA = "numba"
 LANG_CUDA = "cuda_cpp"
 LANGUAGES = (LANG_NUMBA, LANG_CUDA)
+# A kernel source's language is its file suffix's, and nothing else's: the target, the
+# dependency inference, the compiler and its CLI all ask `language_of`.
+SOURCE_SUFFIXES = {".py": LANG_NUMBA, ".cu": LANG_CUDA}
+
+
+def language_of(path: str) -> Optional[str]:
+    """LANG_NUMBA for a `.py` file, LANG_CUDA for a `.cu` one (any case), else None."""
+    dot = path.rfind(".")
+    if dot <= path.rfind("/"):
+        return None
+    return SOURCE_SUFFIXES.get(path[dot:].lower())
+
+
+def suffixes_of(language: str) -> Tuple[str, ...]:
+    return tuple(s for s, lang in SOURCE_SUFFIXES.items() if lang == language)
+
+
 # How a kernel takes its arguments: numba's (arrays expanded to meminfo, parent, nitems, ...) or
 # C's (each parameter as its PTX type).
 ABIS = ("numba", "c")
