@@ -8,7 +8,6 @@ interactive process running `scripts/deploy_tool.py` on it, with the device-side
 from __future__ import annotations
 
 import os
-import pkgutil
 from dataclasses import dataclass
 
 from pants.backend.python.target_types import EntryPoint
@@ -44,12 +43,7 @@ TOOL_SCRIPTS = ("deploy_tool.py", "remote_release.py")
 
 
 def tool_sources() -> list[FileContent]:
-    spec = ["__init__.py"]  # gpu_spec's modules and subpackages, by path inside gpu_spec/
-    for m in pkgutil.walk_packages(gpu_spec.__path__, prefix="gpu_spec."):
-        leaf = m.name.rsplit(".", 1)[-1]
-        if not leaf.endswith("_test") and leaf != "conftest":
-            path = m.name[len("gpu_spec.") :].replace(".", "/")
-            spec.append(f"{path}/__init__.py" if m.ispkg else f"{path}.py")
+    spec = gpu_spec.module_paths()
     return [
         *(FileContent(name, read_resource("gpu_build.scripts", name)) for name in TOOL_SCRIPTS),
         *(FileContent(f"gpu_spec/{path}", read_resource("gpu_spec", path)) for path in spec),

@@ -236,17 +236,11 @@ def remote_sources() -> Dict[str, Tuple[bool, str]]:
     with open(REMOTE_SCRIPT) as f:
         out["remote_release"] = (False, f.read())
     root = os.path.dirname(os.path.abspath(gpu_spec.__file__))
-    for dirpath, dirnames, names in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(names):
-            if not name.endswith(".py") or name.endswith("_test.py") or name == "conftest.py":
-                continue
-            rel = os.path.relpath(os.path.join(dirpath, name), root)[: -len(".py")]
-            parts = ["gpu_spec", *rel.split(os.sep)]
-            is_pkg = parts[-1] == "__init__"
-            module = ".".join(parts[:-1] if is_pkg else parts)
-            with open(os.path.join(dirpath, name)) as f:
-                out[module] = (is_pkg, f.read())
+    for path in gpu_spec.module_paths():
+        parts = ["gpu_spec", *path[: -len(".py")].split("/")]
+        is_pkg = parts[-1] == "__init__"
+        with open(os.path.join(root, *path.split("/"))) as f:
+            out[".".join(parts[:-1] if is_pkg else parts)] = (is_pkg, f.read())
     return out
 
 

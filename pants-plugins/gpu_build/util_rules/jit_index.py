@@ -46,6 +46,7 @@ from gpu_build.util_rules.kernel_field_set import (
     KernelCompileOptions,
     kernel_capabilities,
 )
+from gpu_build.util_rules.toolchain import toolchain_spec
 from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
 from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
 
@@ -92,7 +93,9 @@ async def generate_jit_index(
     flags = compile_flags(
         sys_path=(sources.source_root,), options=KernelCompileOptions.from_field_set(field_set)
     )
-    toolchain = field_set.toolchain.value or subsystem.default_toolchain
+    toolchain = toolchain_spec(
+        subsystem, field_set.toolchain.value, origin=f"The target {field_set.address}"
+    ).name
     entry = jit_entry(
         field_set,
         toolchain,

@@ -175,6 +175,7 @@ def test_standard_library_only():
         "hashlib",
         "json",
         "os",
+        "pkgutil",
         "re",
         "stat",
         "typing",
