@@ -458,3 +458,18 @@ def test_the_quote_checker_catches_drift() -> None:
     )
     errors = quote_errors(page, corpus)
     assert len(errors) == 1 and "'is complete'" in errors[0], errors
+
+
+def test_the_gpu_kernel_page_shows_every_kernel_form() -> None:
+    """`pants help gpu_kernel` sends users here for the signature forms the compiler takes."""
+    text = (_sandbox() / "docs" / "gpu_kernel.md").read_text(encoding="utf-8")
+    for form in (
+        '@cuda.jit("void(float32[::1], float32, float32[::1], float32[::1])")',  # eager string
+        '@cuda.jit(["void(uint8[::1], uint32[::1])", "void(uint8[:], uint32[::1])"])',  # a list
+        "types.CPointer(types.uint8)",
+        "xoroshiro128p_type[::1]",
+        "AOT_SIGNATURES = {",
+        "cuda.declare_device",
+        "name_expressions",
+    ):
+        assert form in text, form

@@ -187,7 +187,7 @@ XOROSHIRO128P = {
 
 # A cooperative kernel (grid sync) that links libcudadevrt.a and a CUDA C++ part for its PTX,
 # a kernel taking an array of records and one taking raw pointers and a 0-d array.
-ISSUE9 = [
+OPTIONAL_ENTRIES = [
     (
         "laplace__0",
         [
@@ -305,7 +305,11 @@ LIBS = {
     "histogram": ("src/python/imaging/kernels/histogram.py", "numba", HISTOGRAM),
     "matmul": ("src/python/imaging/kernels/matmul.cu", "cuda_cpp", MATMUL),
     "sobel": ("src/python/imaging/kernels/sobel.cu", "cuda_cpp", SOBEL),
-    "issue9": ("src/python/numba_docs/kernels/issue9.py", "numba", ISSUE9),
+    "optional_entries": (
+        "src/python/numba_docs/kernels/optional_entries.py",
+        "numba",
+        OPTIONAL_ENTRIES,
+    ),
 }
 
 

@@ -162,10 +162,50 @@ def test_the_first_gpu_name_of_the_package_starts_cuda_and_an_error_class_does_n
     assert gpu_runtime.open_cache.__name__ == "open_cache" and calls == [1, 1]
 
 
-def test_the_early_start_without_a_driver_leaves_the_error_to_the_first_use(fake) -> None:
-    """No libcuda here (CI) or on a machine without a GPU: the thread ends quietly; the error is
-    the first use's, with its cause and fix."""
-    device._start_driver()  # must not raise, whatever this machine has
+class _FakeLibcuda:
+    """libcuda.so.1 as ctypes loads it: each entry point records its call, returns `status`."""
+
+    def __init__(self, failing: str = "") -> None:
+        self.calls: list = []
+        self.failing = failing
+
+    def __getattr__(self, name: str):
+        def call(*_args) -> int:
+            self.calls.append(name)
+            return 100 if name == self.failing else 0  # 100: CUDA_ERROR_NO_DEVICE
+
+        return call
+
+
+@pytest.mark.parametrize(
+    "failing, want",
+    [
+        ("", ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain"]),
+        ("cuInit", ["cuInit"]),  # no device: nothing after it, no error here
+        ("cuDeviceGet", ["cuInit", "cuDeviceGet"]),
+    ],
+)
+def test_the_early_start_stops_at_the_first_failure(fake, monkeypatch, failing, want) -> None:
+    import ctypes
+
+    lib = _FakeLibcuda(failing)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib if name == "libcuda.so.1" else None)
+    device._start_driver()
+    assert lib.calls == want
+
+
+def test_the_early_start_without_a_driver_leaves_the_error_to_the_first_use(
+    fake, monkeypatch
+) -> None:
+    """No libcuda (CI, a machine without a GPU): the thread ends quietly; the error is the
+    first use's, with its cause and fix."""
+    import ctypes
+
+    def no_library(name: str):
+        raise OSError("libcuda.so.1: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(ctypes, "CDLL", no_library)
+    device._start_driver()  # an OSError escaping would fail here
 
 
 def test_a_fork_waits_for_a_cuda_start_in_flight(fake, monkeypatch) -> None:

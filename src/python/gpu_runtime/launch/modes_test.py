@@ -31,7 +31,7 @@ def vec(n, dtype="float32", ptr=PTR):
 
 @pytest.fixture
 def docs(tmp_path):
-    return write_bundle(str(tmp_path / "docs"), library_specs(["issue9"], caps=["sm_90"]))
+    return write_bundle(str(tmp_path / "docs"), library_specs(["optional_entries"], caps=["sm_90"]))
 
 
 def open_docs(root, backend, prefer=None):
@@ -64,7 +64,7 @@ def test_cooperative_grid_too_large_is_refused_before_launching(docs, fake_backe
     with pytest.raises(LaunchError) as e:
         k.launch((20, 7), 1024, vec(1000), 5, np.float32(0.25), shared_mem=4096)
     msg = str(e.value)
-    assert "kernel issue9.solve_heat_equation synchronises its whole grid" in msg
+    assert "kernel optional_entries.solve_heat_equation synchronises its whole grid" in msg
     assert "grid (20, 7, 1) has 140 blocks" in msg
     assert "at most 132 blocks of 1024 threads" in msg
     assert "1 per SM by cuOccupancyMaxActiveBlocksPerMultiprocessor x 132 SMs" in msg
@@ -122,14 +122,14 @@ def test_ptx_variant_links_its_parts_verified(docs):
     c = open_docs(docs, backend, prefer="ptx")
     c.kernel("solve_heat_equation").load()
     ((name, inputs),) = backend.links
-    assert name == "issue9/laplace__0"
+    assert name == "optional_entries/laplace__0"
     assert [k for k, _ in inputs] == [
         "CU_JIT_INPUT_PTX",
         "CU_JIT_INPUT_LIBRARY",
         "CU_JIT_INPUT_PTX",
     ]
-    assert inputs[1][1] == file_bytes("issue9", "libcudadevrt.a", "sm_90", "link")
-    assert inputs[2][1] == file_bytes("issue9", "functions.ptx", "sm_90", "link")
+    assert inputs[1][1] == file_bytes("optional_entries", "libcudadevrt.a", "sm_90", "link")
+    assert inputs[2][1] == file_bytes("optional_entries", "functions.ptx", "sm_90", "link")
     c.kernel("compute_pi").load()  # no ptx_link: a plain PTX load
     assert len(backend.links) == 1 and backend.loads[-1][0] == "ptx"
     assert any(p.endswith("functions.ptx") for p in c.verify())
@@ -142,7 +142,7 @@ def test_cubin_variant_needs_no_link(docs):
 
 
 def test_tampered_link_file_is_refused(docs):
-    path = os.path.join(docs, "issue9", "cuda13", "sm_90", "functions.ptx")
+    path = os.path.join(docs, "optional_entries", "cuda13", "sm_90", "functions.ptx")
     with open(path, "ab") as f:
         f.write(b"// changed")
     with pytest.raises(IntegrityError, match="functions.ptx"):
@@ -150,9 +150,9 @@ def test_tampered_link_file_is_refused(docs):
 
 
 def test_missing_link_file_leaves_no_ptx_variant(docs, caplog):
-    os.remove(os.path.join(docs, "issue9", "cuda13", "sm_90", "libcudadevrt.a"))
+    os.remove(os.path.join(docs, "optional_entries", "cuda13", "sm_90", "libcudadevrt.a"))
     for name in ("laplace__0", "rng__0", "cpointer__0"):
-        os.remove(os.path.join(docs, "issue9", "cuda13", "sm_90", f"{name}.cubin"))
+        os.remove(os.path.join(docs, "optional_entries", "cuda13", "sm_90", f"{name}.cubin"))
     with pytest.raises(gpu_runtime.NoCompatibleVariantError):
         open_docs(docs, FakeBackend()).kernel("solve_heat_equation").load()
     assert "libcudadevrt.a" in caplog.text

@@ -1,4 +1,4 @@
-"""The manifest's optional entries of issue 9: cooperative kernels, "ptx_link" files, record
+"""The manifest's optional entries: cooperative kernels, "ptx_link" files, record
 dtypes, raw pointers and 0-d arrays."""
 
 from __future__ import annotations
@@ -17,22 +17,22 @@ from gpu_spec.manifest.parse import load_manifest, parse_manifest
 
 def built():
     return build_manifest(
-        "docs", "13.0", library_specs(["saxpy", "issue9"], caps=["sm_90"]), ["sm_90"]
+        "docs", "13.0", library_specs(["saxpy", "optional_entries"], caps=["sm_90"]), ["sm_90"]
     )
 
 
-def _issue9(data):
-    return next(lib for lib in data["libraries"] if lib["name"] == "issue9")
+def _optional_entries_lib(data):
+    return next(lib for lib in data["libraries"] if lib["name"] == "optional_entries")
 
 
 def test_round_trip_of_the_new_entries():
     data = built()
     m = parse_manifest(json.loads(dumps_manifest(data)))
     assert m.to_dict() == data
-    laplace, rng, cptr = m.library("issue9").variants[0].modules
+    laplace, rng, cptr = m.library("optional_entries").variants[0].modules
     assert laplace.ptx_link == (
-        "issue9/cuda13/sm_90/libcudadevrt.a",
-        "issue9/cuda13/sm_90/functions.ptx",
+        "optional_entries/cuda13/sm_90/libcudadevrt.a",
+        "optional_entries/cuda13/sm_90/functions.ptx",
     )
     assert all(p in m.files for p in laplace.ptx_link)
     assert laplace.kernels[0].cooperative is True
@@ -54,9 +54,11 @@ def test_old_entries_are_written_as_before():
 
 
 def test_bundle_on_disk_holds_the_link_files(tmp_path):
-    cache = write_bundle(str(tmp_path), library_specs(["issue9"], caps=["sm_90"]))
+    cache = write_bundle(str(tmp_path), library_specs(["optional_entries"], caps=["sm_90"]))
     m = load_manifest(cache)
-    assert (tmp_path / "cache" / m.library("issue9").variants[0].modules[0].ptx_link[0]).is_file()
+    assert (
+        tmp_path / "cache" / m.library("optional_entries").variants[0].modules[0].ptx_link[0]
+    ).is_file()
 
 
 def test_link_file_kinds():
@@ -67,14 +69,17 @@ def test_link_file_kinds():
 
 def _mutated(fn):
     data = copy.deepcopy(built())
-    fn(_issue9(data)["variants"][0]["modules"])
+    fn(_optional_entries_lib(data)["variants"][0]["modules"])
     return data
 
 
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda ms: ms[0]["ptx_link"].append("issue9/cuda13/sm_90/nope.ptx"), "not listed in"),
+        (
+            lambda ms: ms[0]["ptx_link"].append("optional_entries/cuda13/sm_90/nope.ptx"),
+            "not listed in",
+        ),
         (lambda ms: ms[0].update(ptx_link=["../x.a"]), ".."),
         (lambda ms: ms[0].update(ptx=None), 'ptx_link: given for a module without "ptx"'),
         (lambda ms: ms[0]["kernels"][0].update(cooperative="yes"), "cooperative: expected boolean"),
@@ -103,9 +108,9 @@ def test_unused_link_file_is_refused():
 
 def test_kind_must_be_one_the_driver_linker_takes():
     def rename(ms):
-        ms[0]["ptx_link"] = ["issue9/cuda13/sm_90/x.o"]
+        ms[0]["ptx_link"] = ["optional_entries/cuda13/sm_90/x.o"]
 
     data = _mutated(rename)
-    data["files"]["issue9/cuda13/sm_90/x.o"] = "ab" * 32
+    data["files"]["optional_entries/cuda13/sm_90/x.o"] = "ab" * 32
     with pytest.raises(ManifestError, match="does not end in one of .ptx, .a"):
         parse_manifest(data)
