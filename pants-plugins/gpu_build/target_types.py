@@ -148,6 +148,17 @@ class GpuKernelIncludeDirsField(StringSequenceField):
         """
     )
 
+    @staticmethod
+    def build_root_relative(spec_path: str, include_dir: str) -> str:
+        """One value of the field as the compiler, the inference and the checks see it: joined
+        to the BUILD file's directory and normalised (`../` out of the build root stays
+        visible as a leading `..`)."""
+        return os.path.normpath(os.path.join(spec_path, include_dir))
+
+    def resolved(self, spec_path: str) -> tuple[str, ...]:
+        """Every value, `build_root_relative`, in the field's order."""
+        return tuple(self.build_root_relative(spec_path, d) for d in self.value or ())
+
 
 class GpuKernelNameExpressionsField(StringSequenceField):
     alias = "name_expressions"

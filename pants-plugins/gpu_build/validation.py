@@ -37,7 +37,7 @@ from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.capabilities import check_max_registers, min_ptx_isa, parse_capability
 from gpu_spec.errors import SpecError
-from gpu_spec.metadata import LANG_CUDA, language_of
+from gpu_spec.metadata import CUDA_ONLY_OPTIONS, LANG_CUDA, language_of
 from gpu_spec.versions import is_version, parse_version
 
 # A `defines` entry: NAME or NAME=VALUE (one line), as `-D` takes it.
@@ -92,7 +92,7 @@ def _include_dir_problem(address: Address) -> Callable[[str], Optional[str]]:
     alias = GpuKernelIncludeDirsField.alias
 
     def problem(include_dir: str) -> Optional[str]:
-        joined = os.path.normpath(os.path.join(address.spec_path, include_dir))
+        joined = GpuKernelIncludeDirsField.build_root_relative(address.spec_path, include_dir)
         # An absolute path would read the host's headers (/usr/local/cuda/include), which the
         # compile's cache key knows nothing of.
         if not (os.path.isabs(include_dir) or joined == ".." or joined.startswith("../")):
@@ -134,8 +134,7 @@ def validate_gpu_kernel(field_set: GpuKernelFieldSet) -> None:
 
     source = field_set.source.value or ""
     if language_of(source) != LANG_CUDA:
-        # Not `include_dirs`: on a numba source it applies to the `.cu` files it links.
-        for field in (field_set.defines, field_set.name_expressions):
+        for field in (getattr(field_set, name) for name in CUDA_ONLY_OPTIONS):
             if field.value:
                 raise InvalidFieldException(
                     softwrap(

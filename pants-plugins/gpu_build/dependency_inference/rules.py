@@ -121,7 +121,10 @@ async def include_dirs_of(request: IncludeDirsRequest) -> IncludeDirs:
     """The target's `include_dirs` (build-root relative, as KernelCompileOptions gives them to
     the compiler); for a numba source (whose linked `.cu` files they serve), then the
     directories it puts in numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS."""
-    own = tuple(os.path.normpath(os.path.join(request.spec_path, d)) for d in request.include_dirs)
+    own = tuple(
+        GpuKernelIncludeDirsField.build_root_relative(request.spec_path, d)
+        for d in request.include_dirs
+    )
     if language_of(request.source) != LANG_NUMBA:
         return IncludeDirs(own)
     contents = await Get(DigestContents, PathGlobs([request.source]))

@@ -21,7 +21,7 @@ from pants.util.strutil import softwrap
 from gpu_build import validation
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
-from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet, kernel_capabilities
+from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet, uncovered_capabilities
 from gpu_build.util_rules.toolchain import toolchain_spec
 from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
 from gpu_spec.compatibility import driver_problems
@@ -61,8 +61,7 @@ def select_kernels(
 def check_capabilities(
     field_set: DeployBundleFieldSet, kernel: GpuKernelFieldSet, subsystem: GpuToolchains
 ) -> None:
-    offered = kernel_capabilities(kernel, subsystem)
-    missing = [c for c in field_set.capabilities.value or () if c not in offered]
+    offered, missing = uncovered_capabilities(kernel, subsystem, field_set.capabilities.value or ())
     if missing:
         raise DeployBundleError(
             softwrap(

@@ -35,7 +35,7 @@ from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
     KernelCompileOptions,
-    kernel_capabilities,
+    uncovered_capabilities,
 )
 from gpu_build.util_rules.toolchain import (
     ToolchainPex,
@@ -201,9 +201,8 @@ async def compile_kernel(
     spec = toolchain_spec(
         subsystem, request.toolchain or field_set.toolchain.value, origin=f"The target {address}"
     )
-    offered = kernel_capabilities(field_set, subsystem)
+    offered, missing = uncovered_capabilities(field_set, subsystem, request.capabilities or ())
     wanted = offered if request.capabilities is None else request.capabilities
-    missing = [c for c in wanted if c not in offered]
     if missing:
         raise GpuKernelCompileError(
             f"The gpu_kernel {address} is not compiled for {', '.join(missing)} (its "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from typing import Iterable
 
 from pants.engine.target import FieldSet
 
@@ -47,6 +47,15 @@ def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) 
     return subsystem.checked_default_capabilities()
 
 
+def uncovered_capabilities(
+    field_set: GpuKernelFieldSet, subsystem: GpuToolchains, wanted: Iterable[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(what the kernel is compiled for, which of `wanted` it is not): the one coverage rule of
+    a bundle's capabilities and of a compile asked for some."""
+    offered = kernel_capabilities(field_set, subsystem)
+    return offered, tuple(c for c in wanted if c not in offered)
+
+
 @dataclass(frozen=True)
 class KernelCompileOptions:
     fast_math: bool = False
@@ -66,9 +75,6 @@ class KernelCompileOptions:
             max_registers=field_set.max_registers.value,
             ptx_version=field_set.ptx_version.value,
             defines=tuple(field_set.defines.value or ()),
-            include_dirs=tuple(
-                os.path.normpath(os.path.join(spec_path, d))
-                for d in (field_set.include_dirs.value or ())
-            ),
+            include_dirs=field_set.include_dirs.resolved(spec_path),
             name_expressions=tuple(field_set.name_expressions.value or ()),
         )
