@@ -60,15 +60,17 @@ class DeployBundleDeployFieldSet(DeployFieldSet):
 
 
 @dataclass(frozen=True)
-class DeployToolRequest:
-    pass
+class DeployTool:
+    """The deploy tool's PEX (its own type: a rule of no input must not produce a bare VenvPex)."""
+
+    pex: VenvPex
 
 
 @rule(desc="Build the bundle deploy tool")
-async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
+async def deploy_tool_pex() -> DeployTool:
     files = tool_sources()
     sources = await Get(Digest, CreateDigest(files))
-    return await Get(
+    pex = await Get(
         VenvPex,
         PexRequest(
             output_filename="gpu_bundle_deploy.pex",
@@ -77,6 +79,7 @@ async def deploy_tool_pex(_: DeployToolRequest) -> VenvPex:
             main=EntryPoint("deploy_tool"),
         ),
     )
+    return DeployTool(pex)
 
 
 def _binary(paths: BinaryPaths, name: str) -> str:
@@ -109,7 +112,7 @@ async def deploy_device_bundle(
     await Get(ValidatedDeployBundle, DeployBundleValidationRequest(package_field_set))
     package, tool, ssh, sftp, env = await MultiGet(
         Get(BuiltPackage, PackageFieldSet, package_field_set),
-        Get(VenvPex, DeployToolRequest()),
+        Get(DeployTool),
         Get(BinaryPaths, BinaryPathRequest(binary_name="ssh", search_path=SEARCH_PATHS)),
         Get(BinaryPaths, BinaryPathRequest(binary_name="sftp", search_path=SEARCH_PATHS)),
         Get(EnvironmentVars, EnvironmentVarsRequest(["SSH_AUTH_SOCK"])),
@@ -136,7 +139,7 @@ async def deploy_device_bundle(
     process = await Get(
         Process,
         VenvPexProcess(
-            tool,
+            tool.pex,
             argv=argv,
             input_digest=package.digest,
             extra_env=dict(env),

@@ -47,7 +47,6 @@ from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest, bundle_
 from gpu_build.util_rules.bundle_signing import (
     ManifestSignature,
     PinnedKeys,
-    PinnedKeysRequest,
     SignManifestRequest,
 )
 from gpu_build.validation import DeployBundleValidationRequest, ValidatedDeployBundle
@@ -63,7 +62,7 @@ async def package_deploy_bundle(
     binaries, explicit_kernels, pins = await MultiGet(
         Get(Targets, UnparsedAddressInputs, field_set.binary.to_unparsed_address_inputs()),
         Get(Targets, UnparsedAddressInputs, field_set.kernels.to_unparsed_address_inputs()),
-        Get(PinnedKeys, PinnedKeysRequest()),
+        Get(PinnedKeys),
     )
     binary = bundle_binary(field_set, binaries)
     launcher = bundle_launcher(field_set.address, binary)

@@ -27,7 +27,6 @@ from gpu_build.util_rules.bundle_pex import DevicePex, DevicePexRequest
 from gpu_build.util_rules.bundle_signing import (
     ManifestSignature,
     PinnedKeys,
-    PinnedKeysRequest,
     SignManifestRequest,
 )
 from gpu_build.validation import (
@@ -64,7 +63,7 @@ def package(binary: PexBinary, driver_version: str = "13.0") -> None:
                 ValidatedDeployBundle, (DeployBundleValidationRequest,), validated_deploy_bundle
             ),
             MockGet(Targets, (UnparsedAddressInputs,), targets),
-            MockGet(PinnedKeys, (PinnedKeysRequest,), lambda _: PinnedKeys(())),
+            MockGet(PinnedKeys, (), lambda: PinnedKeys(())),
             MockGet(BundleKernels, (BundleKernelsRequest,), lambda _: BundleKernels()),
             MockGet(DevicePex, (DevicePexRequest,), built),
             MockGet(BundleCompiles, (BundleCompilesRequest,), built),

@@ -98,17 +98,12 @@ class StrippedPex:
 
 
 @dataclass(frozen=True)
-class StripToolRequest:
-    pass
-
-
-@dataclass(frozen=True)
 class StripTool:
     pex: VenvPex
 
 
 @rule(desc="Build the PEX-stripping tool")
-async def strip_tool(_: StripToolRequest, python_setup: PythonSetup) -> StripTool:
+async def strip_tool(python_setup: PythonSetup) -> StripTool:
     script = FileContent(SCRIPT, read_resource("gpu_build.scripts", SCRIPT))
     pex = await Get(
         VenvPex,
@@ -128,7 +123,7 @@ async def strip_pex(request: StripPexRequest) -> StrippedPex:
     """Always run, even with nothing to strip: pex copies whatever bytecode an earlier run left
     in its installed wheels under PEX_ROOT, and the modes of whichever umask installed them, so
     only the normalised PEX is the same bytes on every machine (see scripts/strip_pex.py)."""
-    tool = await Get(StripTool, StripToolRequest())
+    tool = await Get(StripTool)
     process = strip_process(
         tool.pex,
         request.digest,

@@ -44,11 +44,6 @@ def signing_key_path(signing: GpuBundleSigning, build_root: BuildRoot) -> str | 
 
 
 @dataclass(frozen=True)
-class SigningToolRequest:
-    pass
-
-
-@dataclass(frozen=True)
 class SigningTool:
     pex: VenvPex
     key_path: str
@@ -56,7 +51,6 @@ class SigningTool:
 
 @rule(desc="Build the bundle-signing tool")
 async def signing_tool(
-    _: SigningToolRequest,
     signing: GpuBundleSigning,
     python_setup: PythonSetup,
     build_root: BuildRoot,
@@ -89,17 +83,12 @@ async def signing_tool(
 
 
 @dataclass(frozen=True)
-class PinnedKeysRequest:
-    pass
-
-
-@dataclass(frozen=True)
 class PinnedKeys:
     keys: tuple[str, ...]  # 64-hex public keys, the signing key's first
 
 
 @rule(desc="Find the bundle keys to pin")
-async def pinned_keys(_: PinnedKeysRequest, signing: GpuBundleSigning) -> PinnedKeys:
+async def pinned_keys(signing: GpuBundleSigning) -> PinnedKeys:
     keys = []
     for text in signing.trusted_keys:
         try:
@@ -112,7 +101,7 @@ async def pinned_keys(_: PinnedKeysRequest, signing: GpuBundleSigning) -> Pinned
             "would be unsigned, and their own apps would refuse them. Set `key_file` too."
         )
     if signing.key_file:
-        tool = await Get(SigningTool, SigningToolRequest())
+        tool = await Get(SigningTool)
         result = await Get(
             ProcessResult,
             VenvPexProcess(
@@ -144,7 +133,7 @@ async def sign_manifest(
 ) -> ManifestSignature:
     if not signing.key_file:
         return ManifestSignature(await Get(Digest, CreateDigest([])), None)
-    tool = await Get(SigningTool, SigningToolRequest())
+    tool = await Get(SigningTool)
     result = await Get(
         ProcessResult,
         VenvPexProcess(

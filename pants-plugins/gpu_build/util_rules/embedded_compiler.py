@@ -47,11 +47,6 @@ def embedded_root() -> Any:
 
 
 @dataclass(frozen=True)
-class EmbeddedCompilerRequest:
-    pass
-
-
-@dataclass(frozen=True)
 class EmbeddedCompiler:
     """gpu_compiler/ and gpu_spec/ as the toolchain PEX takes them (no source root)."""
 
@@ -59,7 +54,7 @@ class EmbeddedCompiler:
 
 
 @rule(desc="Read the GPU kernel compiler embedded in the gpu_build plugin")
-async def embedded_compiler(_: EmbeddedCompilerRequest) -> EmbeddedCompiler:
+async def embedded_compiler() -> EmbeddedCompiler:
     files = embedded_files(embedded_root())
     if not any(f.path == COMPILER_MAIN for f in files):
         missing = f"gpu_build/{EMBEDDED_DIR}/{COMPILER_MAIN}"

@@ -29,7 +29,7 @@ from pants.util.strutil import softwrap
 
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.util_rules import embedded_compiler
-from gpu_build.util_rules.embedded_compiler import EmbeddedCompiler, EmbeddedCompilerRequest
+from gpu_build.util_rules.embedded_compiler import EmbeddedCompiler
 from gpu_spec.ptx_isa import toolchain_ptx_isa, unknown_toolchain
 
 COMPILER_PACKAGE = "gpu_compiler"
@@ -93,7 +93,7 @@ class CompilerSources:
 @rule(desc="Find the GPU kernel compiler's sources")
 async def compiler_sources(subsystem: GpuToolchains) -> CompilerSources:
     if not subsystem.compiler:
-        embedded = await Get(EmbeddedCompiler, EmbeddedCompilerRequest())
+        embedded = await Get(EmbeddedCompiler)
         return CompilerSources(embedded.digest)
     addresses = await Get(
         Addresses,
