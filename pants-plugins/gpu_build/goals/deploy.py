@@ -15,7 +15,11 @@ from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProc
 from pants.base.build_root import BuildRoot
 from pants.core.goals.deploy import DeployFieldSet, DeployProcess
 from pants.core.goals.package import BuiltPackage, PackageFieldSet
-from pants.core.util_rules.system_binaries import SEARCH_PATHS, BinaryPathRequest, BinaryPaths
+from pants.core.util_rules.system_binaries import (
+    BinaryPathRequest,
+    BinaryPaths,
+    BinaryPathTest,
+)
 from pants.engine.env_vars import EnvironmentVars, EnvironmentVarsRequest
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.process import InteractiveProcess, Process, ProcessCacheScope
@@ -82,10 +86,18 @@ async def deploy_tool_pex() -> DeployTool:
     return DeployTool(pex)
 
 
-def _binary(paths: BinaryPaths, name: str) -> str:
+def openssh_request(name: str, search_path: tuple[str, ...]) -> BinaryPathRequest:
+    """`ssh` or `sftp` on `[gpu-bundle-deploy].executable_search_paths`; `ssh -V` must run."""
+    test = BinaryPathTest(args=["-V"]) if name == "ssh" else None
+    return BinaryPathRequest(binary_name=name, search_path=search_path, test=test)
+
+
+def _binary(paths: BinaryPaths, request: BinaryPathRequest) -> str:
     if not paths.first_path:
         raise DeployBundleError(
-            f"`{name}` (OpenSSH's client) is needed to deploy, and not on PATH."
+            f"`{request.binary_name}` (OpenSSH's client) is needed to deploy, and not on PATH "
+            f"(searched: `[gpu-bundle-deploy].executable_search_paths`, "
+            f"{', '.join(request.search_path) or 'nothing'})."
         )
     return paths.first_path.path
 
@@ -96,7 +108,10 @@ def _abspath(build_root: BuildRoot, path: str) -> str:
 
 @rule(desc="Deploy a device bundle")
 async def deploy_device_bundle(
-    field_set: DeployBundleDeployFieldSet, options: GpuBundleDeploy, build_root: BuildRoot
+    field_set: DeployBundleDeployFieldSet,
+    options: GpuBundleDeploy,
+    search: GpuBundleDeploy.EnvironmentAware,
+    build_root: BuildRoot,
 ) -> DeployProcess:
     destination = field_set.destination.value or options.destination
     if not destination:
@@ -110,12 +125,15 @@ async def deploy_device_bundle(
     package_field_set = DeployBundleFieldSet.create(wrapped.target)
     # The bundle's own fields, before the deploy tool is built (as `package` checks them).
     await Get(ValidatedDeployBundle, DeployBundleValidationRequest(package_field_set))
+    ssh_request, sftp_request = (
+        openssh_request(name, search.executable_search_path) for name in ("ssh", "sftp")
+    )
     package, tool, ssh, sftp, env = await MultiGet(
         Get(BuiltPackage, PackageFieldSet, package_field_set),
         Get(DeployTool),
-        Get(BinaryPaths, BinaryPathRequest(binary_name="ssh", search_path=SEARCH_PATHS)),
-        Get(BinaryPaths, BinaryPathRequest(binary_name="sftp", search_path=SEARCH_PATHS)),
-        Get(EnvironmentVars, EnvironmentVarsRequest(["SSH_AUTH_SOCK"])),
+        Get(BinaryPaths, BinaryPathRequest, ssh_request),
+        Get(BinaryPaths, BinaryPathRequest, sftp_request),
+        Get(EnvironmentVars, EnvironmentVarsRequest(options.env_vars)),
     )
     identity = field_set.identity_file.value or options.identity_file
     argv = [
@@ -130,9 +148,9 @@ async def deploy_device_bundle(
         "--limit-kbps",
         str(options.limit_kbps),
         "--ssh",
-        _binary(ssh, "ssh"),
+        _binary(ssh, ssh_request),
         "--sftp",
-        _binary(sftp, "sftp"),
+        _binary(sftp, sftp_request),
         *(["--identity", _abspath(build_root, identity)] if identity else []),
         *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
     ]

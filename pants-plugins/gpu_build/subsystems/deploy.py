@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pants.core.util_rules.search_paths import ExecutableSearchPathsOptionMixin
 from pants.option.option_types import IntOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
@@ -41,3 +42,20 @@ class GpuBundleDeploy(Subsystem):
         default="python3", help="The interpreter on the device that runs the release steps."
     )
     limit_kbps = IntOption(default=0, help="Cap sftp's bandwidth in Kbit/s (`sftp -l`); 0: none.")
+    env_vars = StrListOption(
+        default=["SSH_AUTH_SOCK"],
+        help=softwrap(
+            """
+            Environment variables the deploy passes to ssh and sftp, as `NAME` (from Pants'
+            environment) or `NAME=value`: the ssh agent's socket by default.
+            """
+        ),
+        advanced=True,
+    )
+
+    class EnvironmentAware(ExecutableSearchPathsOptionMixin, Subsystem.EnvironmentAware):
+        executable_search_paths_help = softwrap(
+            """
+            The directories searched for OpenSSH's `ssh` and `sftp`, in order.
+            """
+        )
