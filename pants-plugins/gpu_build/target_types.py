@@ -335,8 +335,8 @@ class DeployBundleInitCudaAtStartField(BoolField):
         Whether the bundle's launcher (`<bundle>/app`, written for a `pex_binary` with
         `execution_mode="venv"`) starts CUDA before the app's first line: a thread calls cuInit
         and retains device 0's primary context, which is what gpu_runtime's first use does, so
-        that the driver's set-up (about 0.25 s on an H200) runs while the app imports numpy and
-        gpu_runtime instead of after. `app.pex` run by `python3` is not affected.
+        that the driver's set-up runs while the app imports numpy and gpu_runtime instead of
+        after. `app.pex` run by `python3` is not affected.
 
         Set it to `False` for an app that forks processes which use the GPU (the "fork" start
         method of `multiprocessing`, the default on Linux before Python 3.14): a child forked

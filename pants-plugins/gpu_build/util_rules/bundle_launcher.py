@@ -1,12 +1,12 @@
 """The bundle's launcher: `<bundle>/app` runs `app.pex` from pex's own venv of it, directly.
 
 Why: `python3 app.pex` (a venv-mode PEX) runs pex's bootstrap in one interpreter only to find
-the venv pex installed under PEX_ROOT, then starts a second interpreter there: about 0.15 s
-before the app's first line on the H200 (0.57 s against 0.39 s to a CUDA context; 0.14 s
-against 0.03 s for an empty program on the build machine). Pex's own answer, `--sh-boot`,
-cannot help a bundle: for a PEX built for complete platforms, with no interpreter constraints,
-pex keys the venv by the interpreter that runs it (and by the build's PEX_PYTHON_PATH), which
-the build cannot know, so the preamble never finds it.
+the venv pex installed under PEX_ROOT, then starts a second interpreter there, a delay before
+the app's first line of the order of a CUDA context's start (figures:
+docs/gpu-checks-and-benchmarks.md). Pex's own answer, `--sh-boot`, cannot help a bundle: for a
+PEX built for complete platforms, with no interpreter constraints, pex keys the venv by the
+interpreter that runs it (and by the build's PEX_PYTHON_PATH), which the build cannot know, so
+the preamble never finds it.
 
 The launcher is a POSIX sh script. On its first run it checks `app.pex` against the identity it
 was built with (a zipapp's sha256; for a packed PEX directory, the sha256 of its files' sorted
@@ -25,15 +25,15 @@ The launcher also starts CUDA before the app's first line (`deploy_bundle`'s
 `init_cuda_at_start`, on by default; `GPU_BUNDLE_INIT_CUDA=0|1` on the device overrides it). The
 venv's interpreter runs `_BOOT` first, which starts a thread that calls cuInit and retains
 device 0's primary context, then runs the venv's `pex` script as the interpreter would have.
-Why: on the H200 the driver's set-up is about 0.25 s and the app's imports (numpy, gpu_runtime)
-0.1-0.13 s; cuda.bindings releases the GIL inside both driver calls, so the two overlap instead
-of adding up. Nothing needs to hand the context over: the driver serialises cuInit and keeps one
-primary context per device, so gpu_runtime's own cuInit and cuDevicePrimaryCtxRetain later
-return at once with the same context (or wait for the thread's call to finish). A failure in the
-thread is ignored: gpu_runtime's first use meets it again and reports it. The thread is not a
-daemon, so a process that ends early still waits for the driver call to return before it exits.
-It also puts its pid in `GPU_BUNDLE_CUDA_INIT_PID`, so that gpu_runtime can explain the error of
-a forked child (`gpu_runtime.driver.device`)."""
+Why: the driver's set-up and the app's imports (numpy, gpu_runtime) take similar times, and
+cuda.bindings releases the GIL inside both driver calls, so the two overlap instead of adding up
+(figures: docs/gpu-checks-and-benchmarks.md). Nothing needs to hand the context over: the driver
+serialises cuInit and keeps one primary context per device, so gpu_runtime's own cuInit and
+cuDevicePrimaryCtxRetain later return at once with the same context (or wait for the thread's
+call to finish). A failure in the thread is ignored: gpu_runtime's first use meets it again and
+reports it. The thread is not a daemon, so a process that ends early still waits for the driver
+call to return before it exits. It also puts its pid in `GPU_BUNDLE_CUDA_INIT_PID`, so that
+gpu_runtime can explain the error of a forked child (`gpu_runtime.driver.device`)."""
 
 from __future__ import annotations
 

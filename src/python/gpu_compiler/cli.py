@@ -337,7 +337,7 @@ def _cmd_fingerprint() -> int:
 
 
 # Thread pools the toolchain starts at import (numpy's OpenBLAS) are kept to the calling
-# thread: a process with threads cannot enter a user namespace (gpu_compiler.namespace).
+# thread: a process with threads cannot enter a user namespace (gpu_compiler.walls.namespace).
 _ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

@@ -6,13 +6,13 @@ can reach the host in ways no check of ours sees: a spelling of ``#include`` the
 accepts and the scan does not, ``os.listdir``, ``os.stat``, libc through ctypes, a child
 process, a UDP socket. So before the kernel source is read:
 
-1. The process moves where the host does not exist (``gpu_compiler.namespace``): a new root
+1. The process moves where the host does not exist (``gpu_compiler.walls.namespace``): a new root
    holding only the inputs, the toolchain and the interpreter (read-only), a staging directory
    for the outputs (read-write), a private ``/tmp``, no network, uid 1000, hostname
    ``gpu-compile``, pid 1, one CPU. Existence, ``stat`` and ``readlink`` of anything else fail
    as "no such file", so no host fact can reach an output. The outputs are published (one
    rename) by the process outside, once the compile has succeeded.
-2. A Landlock ruleset (``gpu_compiler.landlock``) holds every read and write to the same
+2. A Landlock ruleset (``gpu_compiler.walls.landlock``) holds every read and write to the same
    paths, and TCP: the second wall, and the only one where the kernel allows no unprivileged
    user namespace (said once on stderr). Landlock does not hold metadata (stat, existence).
 
@@ -51,8 +51,8 @@ import tempfile
 import threading
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from gpu_compiler import landlock, namespace
 from gpu_compiler.sandbox import Sandbox
+from gpu_compiler.walls import landlock, namespace
 from gpu_spec.metadata import LANG_NUMBA
 
 # Said once on stderr when a wall cannot be put up.
@@ -311,7 +311,7 @@ _isolated: Optional[Tuple[str, str]] = None
 
 
 def isolate(out_dir: str) -> bool:
-    """Move into the namespaces (``gpu_compiler.namespace``) before the toolchain loads: from
+    """Move into the namespaces (``gpu_compiler.walls.namespace``) before the toolchain loads: from
     then on this returns True in a child, and the calling process only waits, then publishes
     the outputs and exits with the child's status. False, after saying why once on stderr, if
     the kernel allows no unprivileged user namespace (``confine`` then puts up Landlock alone).

@@ -318,7 +318,7 @@ OS_REFUSAL = (
 
 
 def _landlock_or_skip() -> None:
-    from gpu_compiler import landlock
+    from gpu_compiler.walls import landlock
 
     try:
         landlock.abi_version()
@@ -418,7 +418,8 @@ def test_os_sandbox_holds_a_numba_source_reading_the_host(sandbox, case, walls):
 
 
 def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypatch, capsys):
-    from gpu_compiler import confine, landlock
+    from gpu_compiler import confine
+    from gpu_compiler.walls import landlock
 
     def unavailable(*_a, **_k):
         raise landlock.LandlockUnavailable("the kernel has no Landlock")
@@ -433,7 +434,8 @@ def test_without_landlock_the_compile_says_so_once_and_goes_on(sandbox, monkeypa
 
 
 def test_without_namespaces_landlock_is_the_wall_said_once(sandbox, monkeypatch, capsys):
-    from gpu_compiler import confine, landlock, namespace
+    from gpu_compiler import confine
+    from gpu_compiler.walls import landlock, namespace
 
     def refused(*_a, **_k):
         raise namespace.Unavailable("unshare(CLONE_NEWUSER) failed: Operation not permitted")

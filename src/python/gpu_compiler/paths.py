@@ -58,7 +58,7 @@ def same_file(a: str, b: str) -> bool:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _CODE_DIRS = frozenset(
     os.path.join(_PACKAGE_DIR, sub) if sub else _PACKAGE_DIR
-    for sub in ("", "numba", "cuda_cpp", "link")
+    for sub in ("", "numba", "cuda_cpp", "link", "walls")
 )
 
 

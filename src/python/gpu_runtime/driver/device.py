@@ -230,7 +230,7 @@ def start_cuda_in_background() -> None:
     """Starts CUDA (cuInit, device 0's primary context, as a bundle's launcher does) in a
     thread, once per process, unless $GPU_BUNDLE_INIT_CUDA is 0 or the launcher already did.
 
-    Why: the driver's start (~0.3 s on an H200, the GIL released) then overlaps the app's
+    Why: the driver's start (the GIL released) then overlaps the app's
     imports and its first lookups instead of following them; it is what the bundle's launcher
     does at process start, here for an app run without one (JIT mode: `pants run`, tests, a
     notebook). gpu_runtime calls it when the app first reaches for its GPU API (`open_cache`,

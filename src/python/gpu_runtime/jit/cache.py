@@ -179,8 +179,8 @@ class JitKernelCache(KernelCache):
             if src is None:
                 return
             compiler = self._find_compiler()
-            # The driver starts in a thread (~0.3 s on an H200, the GIL released) while this
-            # one takes the compiler's fingerprint (its code hashed: ~40 ms) and the key's
+            # The driver starts in a thread (the GIL released) while this one takes the
+            # compiler's fingerprint (its code hashed) and the key's
             # inputs, and, if the library looks never compiled, starts the compile process.
             capability = in_background(lambda: self.device.sm, "driver start")
             if compiler is None:

@@ -1,6 +1,6 @@
 """The compile runs where the host does not exist: Linux namespaces, unprivileged.
 
-Why: Landlock (``gpu_compiler.landlock``) holds what a compile *reads*, but not what it can
+Why: Landlock (``gpu_compiler.walls.landlock``) holds what a compile *reads*, but not what it can
 *see*: ``stat``, ``readlink``, ``os.path.exists`` or ``statvfs`` of a host path still answer,
 and a kernel module that bakes such an answer into its PTX at import gets a cached result
 that outlives the host's change (the cache key holds only the inputs). Host facts (hostname,
