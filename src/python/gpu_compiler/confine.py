@@ -51,6 +51,7 @@ import tempfile
 import threading
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from gpu_compiler.errors import exception_chain as _chain
 from gpu_compiler.sandbox import Sandbox
 from gpu_compiler.walls import landlock, namespace
 from gpu_spec.metadata import LANG_NUMBA
@@ -475,15 +476,6 @@ def _verb(path: str, program: bool) -> str:
     if program:
         return "run"
     return "write" if os.path.abspath(path) in _recent_writes else "read"
-
-
-def _chain(exc: BaseException) -> Iterable[BaseException]:
-    seen = set()
-    cur: Optional[BaseException] = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
 
 
 def _innermost_call(exc: BaseException) -> str:

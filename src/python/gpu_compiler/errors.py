@@ -8,7 +8,18 @@ runtime can catch it without importing numba or the CUDA bindings.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterator, Optional
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and each exception it was raised from or during (``__cause__``, else
+    ``__context__``), each once: where a kernel's error hides what the compile was refused."""
+    seen = set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
 
 
 class CompileError(Exception):

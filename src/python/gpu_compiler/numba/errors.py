@@ -11,9 +11,9 @@ from __future__ import annotations
 import linecache
 import os
 import traceback
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, TypeGuard
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeGuard
 
-from gpu_compiler.errors import CompileError
+from gpu_compiler.errors import CompileError, exception_chain
 from gpu_compiler.paths import display_path, relativize_text
 
 
@@ -23,15 +23,6 @@ def _is_loc(v: Any) -> TypeGuard[Any]:
         and isinstance(getattr(v, "filename", None), str)
         and isinstance(getattr(v, "line", None), int)
     )
-
-
-def _walk_exceptions(exc: BaseException) -> Iterator[BaseException]:
-    seen = set()
-    cur: Optional[BaseException] = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
 
 
 def _error_location(
@@ -45,14 +36,14 @@ def _error_location(
     too: the innermost frame with a ``loc`` (numba IR location) in user code,
     or else the innermost user-code frame (import-time errors).
     """
-    for e in _walk_exceptions(exc):
+    for e in exception_chain(exc):
         loc = getattr(e, "loc", None)
         if _is_loc(loc) and is_user_file(loc.filename):
             return loc.filename, loc.line
         if isinstance(e, SyntaxError) and e.filename and e.lineno and is_user_file(e.filename):
             return e.filename, e.lineno
     best: Optional[Tuple[str, int]] = None
-    for e in _walk_exceptions(exc):
+    for e in exception_chain(exc):
         for frame, lineno in traceback.walk_tb(e.__traceback__):
             name = frame.f_code.co_filename
             if not name.startswith("<") and is_user_file(name):  # not "<frozen genericpath>"
@@ -198,7 +189,7 @@ def _first_party(top_level: str, sys_path: Sequence[str]) -> bool:
 
 def _missing_package(exc: BaseException) -> str:
     """The top-level package a ModuleNotFoundError names."""
-    for e in _walk_exceptions(exc):
+    for e in exception_chain(exc):
         if isinstance(e, ModuleNotFoundError) and e.name:
             return e.name.split(".")[0]
     return ""
