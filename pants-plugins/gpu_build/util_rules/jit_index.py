@@ -18,7 +18,6 @@ checkout's files differ from it (`gpu_runtime.jit.sources`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Mapping
 
@@ -27,8 +26,9 @@ from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
     Digest,
-    DigestContents,
+    DigestEntries,
     FileContent,
+    FileEntry,
     MergeDigests,
 )
 from pants.engine.internals.native_engine import Snapshot
@@ -61,10 +61,11 @@ def jit_entry(
     toolchain: str,
     capabilities: tuple[str, ...],
     flags: tuple[str, ...],
-    files: Mapping[str, bytes],
+    files: Mapping[str, str],
     source_root: str,
 ) -> bytes:
-    """The index entry's bytes: sorted keys, so the same inputs give the same file."""
+    """The index entry's bytes: sorted keys, so the same inputs give the same file. `files`:
+    each input's path and sha256 (the engine's own digest of it)."""
     source = field_set.source.file_path
     data = {
         "schema": JIT_INDEX_SCHEMA,
@@ -75,7 +76,7 @@ def jit_entry(
         "source": source,
         "source_root": "" if source_root == "." else source_root,
         "flags": list(flags),
-        "files": {path: hashlib.sha256(content).hexdigest() for path, content in files.items()},
+        "files": dict(files),
     }
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
@@ -89,7 +90,7 @@ async def generate_jit_index(
     sources = await Get(
         KernelSources, KernelSourcesRequest(field_set.address, field_set.source.file_path)
     )
-    contents = await Get(DigestContents, Digest, sources.digest)
+    entries = await Get(DigestEntries, Digest, sources.digest)
     flags = compile_flags(
         sys_path=(sources.source_root,), options=KernelCompileOptions.from_field_set(field_set)
     )
@@ -101,7 +102,7 @@ async def generate_jit_index(
         toolchain,
         kernel_capabilities(field_set, subsystem),
         flags,
-        {c.path: c.content for c in contents},
+        {e.path: e.file_digest.fingerprint for e in entries if isinstance(e, FileEntry)},
         sources.source_root,
     )
     index_file, files_dir = entry_paths(sources.source_root, field_set.address.path_safe_spec)
