@@ -106,6 +106,28 @@ def _abspath(build_root: BuildRoot, path: str) -> str:
     return os.path.abspath(os.path.join(build_root.path, os.path.expanduser(path)))
 
 
+def deploy_tool_argv(
+    field_set: DeployBundleDeployFieldSet,
+    options: GpuBundleDeploy,
+    *,
+    bundle_dir: str,
+    destination: str,
+    ssh: str,
+    sftp: str,
+    build_root: BuildRoot,
+) -> list[str]:
+    """`scripts/deploy_tool.py`'s arguments: the target's fields, else `[gpu-bundle-deploy]`."""
+    identity = field_set.identity_file.value or options.identity_file
+    return [
+        *("--bundle", bundle_dir, "--destination", destination),
+        *("--port", str(field_set.ssh_port.value or options.port)),
+        *("--remote-python", options.remote_python, "--limit-kbps", str(options.limit_kbps)),
+        *("--ssh", ssh, "--sftp", sftp),
+        *(["--identity", _abspath(build_root, identity)] if identity else []),
+        *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
+    ]
+
+
 @rule(desc="Deploy a device bundle")
 async def deploy_device_bundle(
     field_set: DeployBundleDeployFieldSet,
@@ -113,18 +135,18 @@ async def deploy_device_bundle(
     search: GpuBundleDeploy.EnvironmentAware,
     build_root: BuildRoot,
 ) -> DeployProcess:
+    wrapped = await Get(
+        WrappedTarget, WrappedTargetRequest(field_set.address, description_of_origin="<deploy>")
+    )
+    package_field_set = DeployBundleFieldSet.create(wrapped.target)
+    # The bundle's own fields first (as `package` checks them), then where it goes.
+    await Get(ValidatedDeployBundle, DeployBundleValidationRequest(package_field_set))
     destination = field_set.destination.value or options.destination
     if not destination:
         raise DeployBundleError(
             f"The deploy_bundle {field_set.address} has no `destination` and "
             f"`[gpu-bundle-deploy].destination` is unset: give `user@host:/absolute/path`."
         )
-    wrapped = await Get(
-        WrappedTarget, WrappedTargetRequest(field_set.address, description_of_origin="<deploy>")
-    )
-    package_field_set = DeployBundleFieldSet.create(wrapped.target)
-    # The bundle's own fields, before the deploy tool is built (as `package` checks them).
-    await Get(ValidatedDeployBundle, DeployBundleValidationRequest(package_field_set))
     ssh_request, sftp_request = (
         openssh_request(name, search.executable_search_path) for name in ("ssh", "sftp")
     )
@@ -135,25 +157,15 @@ async def deploy_device_bundle(
         Get(BinaryPaths, BinaryPathRequest, sftp_request),
         Get(EnvironmentVars, EnvironmentVarsRequest(options.env_vars)),
     )
-    identity = field_set.identity_file.value or options.identity_file
-    argv = [
-        "--bundle",
-        package_field_set.output_dir,
-        "--destination",
-        destination,
-        "--port",
-        str(field_set.ssh_port.value or options.port),
-        "--remote-python",
-        options.remote_python,
-        "--limit-kbps",
-        str(options.limit_kbps),
-        "--ssh",
-        _binary(ssh, ssh_request),
-        "--sftp",
-        _binary(sftp, sftp_request),
-        *(["--identity", _abspath(build_root, identity)] if identity else []),
-        *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
-    ]
+    argv = deploy_tool_argv(
+        field_set,
+        options,
+        bundle_dir=package_field_set.output_dir,
+        destination=destination,
+        ssh=_binary(ssh, ssh_request),
+        sftp=_binary(sftp, sftp_request),
+        build_root=build_root,
+    )
     process = await Get(
         Process,
         VenvPexProcess(

@@ -104,6 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="import root for numba sources and their helpers (repeatable)",
     )
+    _add_option_arguments(c)
+    _add_sandbox_arguments(c)
+
+    v = sub.add_parser("versions", help="print toolchain versions as JSON")
+    v.add_argument(
+        "--libraries",
+        action="store_true",
+        help="also report the CUDA libraries' load paths (absolute)",
+    )
+    sub.add_parser(
+        "fingerprint", help="print the toolchain versions and the compiler code's sha256"
+    )
+    return parser
+
+
+def _add_option_arguments(c: argparse.ArgumentParser) -> None:
+    """The compile options (as the Pants rule's `compile_flags` passes them)."""
     c.add_argument(
         "--ptx-version",
         default=None,
@@ -128,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="EXPR",
         help='.cu only: template instantiation, e.g. "matmul<float, 16>"',
     )
+
+
+def _add_sandbox_arguments(c: argparse.ArgumentParser) -> None:
+    """What the compile may see and how long it may take (``gpu_compiler.confine``)."""
     c.add_argument(
         "--input",
         action="append",
@@ -153,17 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop a compile that has not finished by then, naming the kernel file it was in "
         "(default: $%s, else no limit)" % TIMEOUT_ENV,
     )
-
-    v = sub.add_parser("versions", help="print toolchain versions as JSON")
-    v.add_argument(
-        "--libraries",
-        action="store_true",
-        help="also report the CUDA libraries' load paths (absolute)",
-    )
-    sub.add_parser(
-        "fingerprint", help="print the toolchain versions and the compiler code's sha256"
-    )
-    return parser
 
 
 def capabilities_of(values: Sequence[str], option: str = "--capability") -> List[str]:
