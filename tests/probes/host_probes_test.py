@@ -59,15 +59,22 @@ def _in_lab(run: Callable[[Lab], str]) -> Callable[[], str]:
     return probe
 
 
-def _compiled(lab: Lab, head: str) -> "tuple[str, Optional[Dict[str, bytes]]]":
-    """("refused: ..." | "", outputs): one compile of ``head`` + an int64 kernel."""
+# Every refusal of these probes is the sandbox's: `<file>:<line>: error: refused ...`.
+REFUSAL = ": error: refused "
+
+
+def _compiled(
+    lab: Lab, head: str, expect: str = REFUSAL
+) -> "tuple[str, Optional[Dict[str, bytes]]]":
+    """("refused: ..." | "", outputs): one compile of ``head`` + an int64 kernel; a refusal
+    must say ``expect``."""
     source = lab.source("k/k.py", head + KERNEL_INT)
     shutil.rmtree(os.path.join(lab.repo, "out"), ignore_errors=True)
     p = lab.compile(source, "--sys-path", ".")
     if p.returncode == 1:
         if os.path.exists(os.path.join(lab.repo, "out")):
             return "FINDING: refused, yet wrote outputs", None
-        return refused(p.stderr), None
+        return refused(p.stderr, expect), None
     if p.returncode != 0:
         return "FINDING: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:]), None
     return "", _outputs(lab)
@@ -150,7 +157,9 @@ def _network(head: str, kind: int) -> Callable[[], str]:
         server.settimeout(0.5)
         try:
             port = server.getsockname()[1]
-            verdict, _ = _compiled(lab, head % {"port": port, "base": BASE})
+            verdict, _ = _compiled(
+                lab, head % {"port": port, "base": BASE}, ": error: refused to reach the network"
+            )
             try:
                 got = server.recv(64) if kind == socket.SOCK_DGRAM else server.accept()[0]
             except (socket.timeout, OSError):
@@ -192,7 +201,9 @@ def _sqlite3(lab: Lab) -> str:
     """A module whose library is the host's: refused in one line where it was not loaded before
     the walls went up; where the toolchain had loaded it already, it is part of the toolchain
     (its library mapped into the process, so readable) and the import just finds it."""
-    verdict, _ = _compiled(lab, "import sqlite3  # noqa\n\nV = %d\n" % BASE)
+    verdict, _ = _compiled(
+        lab, "import sqlite3  # noqa\n\nV = %d\n" % BASE, ": error: refused to load the library"
+    )
     return verdict or held("compiled: the toolchain had loaded sqlite3 and its library already")
 
 
@@ -200,8 +211,8 @@ def _clock(directive: str) -> Callable[[], str]:
     def run(lab: Lab) -> str:
         source = lab.source("k/k.cu", directive + KERNEL_CU)
         p = lab.compile(source)
-        if p.returncode == 1 and "refused __" in p.stderr:
-            return refused(p.stderr)
+        if p.returncode == 1:
+            return refused(p.stderr, ": error: refused __")
         return "FINDING: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
 
     return _in_lab(run)
@@ -290,7 +301,9 @@ PROBES = [
         "write: a file on the host",
         _in_lab(
             lambda lab: _compiled(
-                lab, "open(%r, 'w').write('x')\nV = %d\n" % (lab.host("planted.txt"), BASE)
+                lab,
+                "open(%r, 'w').write('x')\nV = %d\n" % (lab.host("planted.txt"), BASE),
+                ": error: refused to write",
             )[0]
             or "FINDING: wrote a host file"
         ),

@@ -26,11 +26,15 @@ def held(what: str) -> str:
     return f"held: {what}"
 
 
-def refused(error: object) -> str:
-    """A refusal, by the error's text: it must be one line (a multi-line error is a finding)."""
+def refused(error: object, expect: str = "") -> str:
+    """A refusal, by the error's text: it must be one line (a multi-line error is a finding)
+    and, where the probe names it, hold the phrase it expects (another one-line error, a broken
+    toolchain's say, is a finding too)."""
     text = str(error).strip()
     if not text or "\n" in text or "Traceback" in text:
         return f"FINDING: unclear error: {text!r}"
+    if expect and expect not in text:
+        return f"FINDING: expected a refusal saying {expect!r}, got: {text}"
     return f"refused: {text}"
 
 
