@@ -347,7 +347,8 @@ def _cmd_fingerprint() -> int:
 
 
 # Thread pools the toolchain starts at import (numpy's OpenBLAS) are kept to the calling
-# thread: a process with threads cannot enter a user namespace (gpu_compiler.walls.namespace).
+# thread: the compile builds its root (unshare(CLONE_NEWNS), gpu_compiler.walls.namespace) after
+# the toolchain has loaded, and a process with threads cannot take a mount namespace of its own.
 _ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 

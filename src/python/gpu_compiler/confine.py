@@ -462,12 +462,20 @@ _recent_writes: List[str] = []
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
+def opens_for_writing(args: Tuple) -> bool:
+    """An ``open`` audit event's (path, mode, flags) asks to write: a mode of ``w``, ``a``,
+    ``x`` or ``+`` (``open``), or write or create flags (``os.open``)."""
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
 def _note_write(event: str, args: Tuple) -> None:
-    if event != "open" or len(args) < 3 or not isinstance(args[0], (str, bytes)):
+    if event != "open" or not args or not isinstance(args[0], (str, bytes)):
         return
-    mode, flags = args[1], args[2]
-    writes = isinstance(mode, str) and any(c in mode for c in "wax+")
-    if writes or (isinstance(flags, int) and flags & _WRITE_FLAGS):
+    if opens_for_writing(args):
         _recent_writes.append(os.path.abspath(os.fsdecode(args[0])))
         del _recent_writes[:-16]
 
@@ -531,20 +539,6 @@ def denial(exc: BaseException) -> Optional[str]:
             return refusal_text(path, _verb(path, program))
         if cur.errno in (errno.ENOENT, errno.ENOTDIR) and (program or _active.unseen(path)):
             return refusal_text(path, _verb(path, program))
-    return None
-
-
-def denied_read(exc: BaseException) -> Optional[str]:
-    """The path of a read the walls denied in ``exc``'s chain (see ``denial``), else None."""
-    if _active is None:
-        return None
-    for cur in _chain(exc):
-        if isinstance(cur, OSError) and isinstance(cur.filename, (str, bytes)) and cur.filename:
-            path = os.fsdecode(cur.filename)
-            if cur.errno in (errno.EACCES, errno.EPERM) and not _active.is_input(path):
-                return path
-            if cur.errno == errno.ENOENT and _active.unseen(path):
-                return path
     return None
 
 

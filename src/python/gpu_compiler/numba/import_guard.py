@@ -90,21 +90,15 @@ def _module_file(path: str) -> str:
     return path
 
 
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-
-
 def _audit(event: str, args: Tuple[Any, ...]) -> None:
     if event != "open":
         return
     guard = getattr(_local, "guard", None)
     if guard is None or not args or not isinstance(args[0], (str, bytes)):
         return  # not guarding this thread, or a file descriptor
-    mode = args[1] if len(args) > 1 else None
-    flags = args[2] if len(args) > 2 else 0
-    writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-        isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
-    )
-    guard.on_open(os.fsdecode(args[0]), writes)
+    from gpu_compiler.confine import opens_for_writing
+
+    guard.on_open(os.fsdecode(args[0]), opens_for_writing(args))
 
 
 def _install_hook() -> None:
