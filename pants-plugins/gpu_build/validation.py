@@ -36,8 +36,9 @@ from gpu_build.target_types import (
 from gpu_build.util_rules.bundle_field_set import DeployBundleFieldSet
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
 from gpu_spec.capabilities import check_max_registers, min_ptx_isa, parse_capability
+from gpu_spec.compile.options import CUDA_ONLY_OPTIONS
 from gpu_spec.errors import SpecError
-from gpu_spec.metadata import CUDA_ONLY_OPTIONS, LANG_CUDA, language_of
+from gpu_spec.metadata import LANG_CUDA, language_of
 from gpu_spec.versions import is_version, parse_version
 
 # A `defines` entry: NAME or NAME=VALUE (one line), as `-D` takes it.

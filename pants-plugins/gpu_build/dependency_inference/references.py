@@ -93,7 +93,7 @@ def include_candidates(
     including_file: str, name: str, *, quoted: bool, include_dirs: Iterable[str]
 ) -> tuple[str, ...]:
     """Where NVRTC looks for `name`: a quoted include next to the including file first, then in
-    each `-I` directory (build-root relative, as `KernelCompileOptions` gives them); an angle
+    each `-I` directory (build-root relative, as `compile_options` gives them); an angle
     include in the `-I` directories only. Paths outside the repository are never candidates."""
     here = [os.path.dirname(including_file)] if quoted else []
     return _dedupe(os.path.normpath(os.path.join(d, name)) for d in (*here, *include_dirs))

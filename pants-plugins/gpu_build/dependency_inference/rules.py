@@ -118,7 +118,7 @@ class IncludeDirs(Collection[str]):
 
 @rule(level=LogLevel.DEBUG)
 async def include_dirs_of(request: IncludeDirsRequest) -> IncludeDirs:
-    """The target's `include_dirs` (build-root relative, as KernelCompileOptions gives them to
+    """The target's `include_dirs` (build-root relative, as `compile_options` gives them to
     the compiler); for a numba source (whose linked `.cu` files they serve), then the
     directories it puts in numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS."""
     own = tuple(

@@ -34,7 +34,7 @@ from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
-    KernelCompileOptions,
+    compile_options,
     uncovered_capabilities,
 )
 from gpu_build.util_rules.toolchain import (
@@ -44,7 +44,8 @@ from gpu_build.util_rules.toolchain import (
     toolchain_spec,
 )
 from gpu_build.validation import GpuKernelValidationRequest, ValidatedGpuKernel
-from gpu_spec.compile_report import failed_capabilities
+from gpu_spec.compile.options import CompileOptions
+from gpu_spec.compile.report import failed_capabilities
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import METADATA_FILE
 from gpu_spec.ptx_isa import validate_ptx_version
@@ -55,7 +56,7 @@ class GpuKernelCompileError(Exception):
 
 
 def check_ptx_version(
-    address: Address, options: KernelCompileOptions, capability: str, spec: ToolchainSpec
+    address: Address, options: CompileOptions, capability: str, spec: ToolchainSpec
 ) -> None:
     """Refuses a `ptx_version` the toolchain cannot emit for this capability, before compiling."""
     if not options.ptx_version:
@@ -255,20 +256,18 @@ async def run_kernel_process(
 ) -> CompiledKernels:
     field_set, spec, capabilities = request.field_set, request.spec, request.capabilities
     address = field_set.address
-    options = KernelCompileOptions.from_field_set(field_set)
-    for capability in capabilities:
-        check_ptx_version(address, options, capability, spec)
-
     source = field_set.source.file_path
     toolchain, sources = await MultiGet(
         Get(ToolchainPex, ToolchainPexRequest(spec)),
         Get(KernelSources, KernelSourcesRequest(address, source)),
     )
+    options = compile_options(field_set, sources.source_root)
+    for capability in capabilities:
+        check_ptx_version(address, options, capability, spec)
     process = compile_process(
         toolchain=toolchain,
         source=source,
         capabilities=capabilities,
-        sys_path=(sources.source_root,),
         options=options,
         input_digest=sources.digest,
         inputs=sources.inputs,

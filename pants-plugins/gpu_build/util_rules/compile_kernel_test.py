@@ -37,7 +37,7 @@ from gpu_build.util_rules.compile_process import (
 )
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
-    KernelCompileOptions,
+    compile_options,
     kernel_capabilities,
 )
 from gpu_build.util_rules.toolchain import (
@@ -46,6 +46,7 @@ from gpu_build.util_rules.toolchain import (
     UnknownToolchainError,
     toolchain_spec,
 )
+from gpu_spec.compile.options import CompileOptions
 
 CUDA13 = ToolchainSpec(name="cuda13", resolve="cuda13", cuda="13.0")
 CUDA12 = ToolchainSpec(name="cuda12", resolve="cuda12", cuda="12.6")
@@ -96,8 +97,7 @@ def test_compile_process() -> None:
         toolchain=ToolchainPex(CUDA12, pex),
         source=f"{KERNELS}/sobel.cu",
         capabilities=("sm_75", "sm_87"),
-        sys_path=("src/python",),
-        options=KernelCompileOptions(lineinfo=True, include_dirs=(KERNELS,)),
+        options=CompileOptions(lineinfo=True, include_dirs=(KERNELS,), sys_path=("src/python",)),
         input_digest=sources,
         inputs=("src",),
         timeout=600,
@@ -148,8 +148,7 @@ def test_argv_minimal_numba() -> None:
         source=f"{KERNELS}/saxpy.py",
         capabilities=("sm_90",),
         out_dir=OUT_DIR,
-        sys_path=("src/python",),
-        options=KernelCompileOptions(),
+        options=CompileOptions(sys_path=("src/python",)),
     )
     assert argv == (
         "compile",
@@ -165,7 +164,7 @@ def test_argv_minimal_numba() -> None:
 
 
 def test_argv_every_option() -> None:
-    options = KernelCompileOptions(
+    options = CompileOptions(
         fast_math=True,
         lineinfo=True,
         max_registers=64,
@@ -173,12 +172,12 @@ def test_argv_every_option() -> None:
         defines=("TILE=16", "FAST"),
         include_dirs=(KERNELS, "src/include"),
         name_expressions=("matmul<float, 16>", "matmul<double, 16>"),
+        sys_path=("src/python", "lib"),
     )
     argv = compile_argv(
         source=f"{KERNELS}/matmul.cu",
         capabilities=("sm_87",),
         out_dir="out",
-        sys_path=("src/python", "lib"),
         options=options,
     )
     assert argv == (
@@ -214,8 +213,7 @@ def test_argv_max_registers_zero_is_not_dropped() -> None:
         source="k.cu",
         capabilities=("sm_90",),
         out_dir="o",
-        sys_path=(),
-        options=KernelCompileOptions(max_registers=0),
+        options=CompileOptions(max_registers=0),
     )
     assert argv[-2:] == ("--max-registers", "0")
 
@@ -269,15 +267,17 @@ def test_compile_outputs_without_metadata_are_refused_in_one_line() -> None:
 
 
 # -----------------------------------------------------------------------------------------------
-# KernelCompileOptions.from_field_set
+# compile_options
 
 
 def test_options_defaults() -> None:
-    assert KernelCompileOptions.from_field_set(field_set(source="k.py")) == KernelCompileOptions()
+    assert compile_options(field_set(source="k.py"), "src/python") == CompileOptions(
+        sys_path=("src/python",)
+    )
 
 
 def test_options_from_every_field() -> None:
-    options = KernelCompileOptions.from_field_set(
+    options = compile_options(
         field_set(
             source="matmul.cu",
             fast_math=True,
@@ -288,9 +288,10 @@ def test_options_from_every_field() -> None:
             defines=["TILE=16"],
             include_dirs=[".", "include", "../shared/include", "./a/../b"],
             name_expressions=["matmul<float, 16>"],
-        )
+        ),
+        "src/python",
     )
-    assert options == KernelCompileOptions(
+    assert options == CompileOptions(
         fast_math=True,
         lineinfo=True,
         max_registers=96,
@@ -305,13 +306,12 @@ def test_options_from_every_field() -> None:
             f"{KERNELS}/b",
         ),
         name_expressions=("matmul<float, 16>",),
+        sys_path=("src/python",),
     )
 
 
 def test_options_include_dirs_of_a_root_build_file() -> None:
-    options = KernelCompileOptions.from_field_set(
-        field_set(spec_path="", include_dirs=[".", "inc"])
-    )
+    options = compile_options(field_set(spec_path="", include_dirs=[".", "inc"]), "")
     assert options.include_dirs == (".", "inc")
 
 
@@ -321,7 +321,7 @@ def test_options_include_dirs_of_a_root_build_file() -> None:
 
 def test_no_ptx_version_is_always_fine() -> None:
     for capability in ("sm_75", "sm_90", "sm_120"):
-        check_ptx_version(Address("a", target_name="k"), KernelCompileOptions(), capability, CUDA13)
+        check_ptx_version(Address("a", target_name="k"), CompileOptions(), capability, CUDA13)
 
 
 @pytest.mark.parametrize(
@@ -339,7 +339,7 @@ def test_no_ptx_version_is_always_fine() -> None:
 def test_ptx_version_accepted(spec: ToolchainSpec, ptx_version: str, capability: str) -> None:
     check_ptx_version(
         Address("a", target_name="k"),
-        KernelCompileOptions(ptx_version=ptx_version),
+        CompileOptions(ptx_version=ptx_version),
         capability,
         spec,
     )
@@ -365,7 +365,7 @@ def test_ptx_version_refused_naming_the_target(
 ) -> None:
     address = Address(KERNELS, target_name="saxpy")
     with pytest.raises(GpuKernelCompileError) as excinfo:
-        check_ptx_version(address, KernelCompileOptions(ptx_version=ptx_version), capability, spec)
+        check_ptx_version(address, CompileOptions(ptx_version=ptx_version), capability, spec)
     message = str(excinfo.value)
     assert f"{KERNELS}:saxpy" in message
     assert "`ptx_version`" in message

@@ -15,8 +15,8 @@ from pants.engine.fs import Digest
 from pants.util.logging import LogLevel
 
 from gpu_build.util_rules.compile_description import format_compile_description
-from gpu_build.util_rules.kernel_field_set import KernelCompileOptions
 from gpu_build.util_rules.toolchain import ToolchainPex
+from gpu_spec.compile.options import CompileOptions
 
 OUT_DIR = "__gpu_out"
 # Pants' own kill, this long after the compiler's --timeout: the compiler's stop names the kernel
@@ -29,8 +29,7 @@ def compile_argv(
     source: str,
     capabilities: Sequence[str],
     out_dir: str,
-    sys_path: tuple[str, ...],
-    options: KernelCompileOptions,
+    options: CompileOptions,
     inputs: Sequence[str] = (),
     timeout: int | None = None,
 ) -> tuple[str, ...]:
@@ -44,31 +43,9 @@ def compile_argv(
         argv += ["--input", path]
     if timeout:
         argv += ["--timeout", str(timeout)]
-    return (*argv, *compile_flags(sys_path=sys_path, options=options))
-
-
-def compile_flags(*, sys_path: tuple[str, ...], options: KernelCompileOptions) -> tuple[str, ...]:
-    """The arguments after `--out-dir`: the same for every capability, and what JIT mode
-    (`gpu_build.util_rules.jit_index`) hands the runtime so that it compiles exactly as this
-    process.
-    """
-    argv: list[str] = []
-    for path in sys_path:
-        argv += ["--sys-path", path]
-    if options.ptx_version:
-        argv += ["--ptx-version", options.ptx_version]
-    if options.fast_math:
-        argv.append("--fast-math")
-    if options.lineinfo:
-        argv.append("--lineinfo")
-    if options.max_registers is not None:
-        argv += ["--max-registers", str(options.max_registers)]
-    # `--flag=value`, one word: a value that starts with `-` (a define `-I/etc`, a directory
-    # `-x`) stays that flag's value; as two words argparse reads it as an option of its own.
-    argv += [f"--define={define}" for define in options.defines]
-    argv += [f"--include-dir={include_dir}" for include_dir in options.include_dirs]
-    argv += [f"--name-expression={expression}" for expression in options.name_expressions]
-    return tuple(argv)
+    # after `--out-dir`, the same for every capability and what JIT mode's index hands the
+    # runtime (`gpu_build.util_rules.jit_index`), so that it compiles exactly as this process
+    return (*argv, *options.argv())
 
 
 def compile_process(
@@ -76,8 +53,7 @@ def compile_process(
     toolchain: ToolchainPex,
     source: str,
     capabilities: Sequence[str],
-    sys_path: tuple[str, ...],
-    options: KernelCompileOptions,
+    options: CompileOptions,
     input_digest: Digest,
     inputs: Sequence[str] = (),
     timeout: int | None = None,
@@ -90,7 +66,6 @@ def compile_process(
             source=source,
             capabilities=capabilities,
             out_dir=OUT_DIR,
-            sys_path=sys_path,
             options=options,
             inputs=inputs,
             timeout=timeout,

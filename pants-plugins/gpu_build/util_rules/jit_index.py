@@ -10,7 +10,7 @@ it for every `gpu_kernel` in the closure of a `pex_binary`, `python_test` or `py
     src/python/__gpu_kernels__/<address>/...     the exact files the compile process reads
 
 The entry holds the library name, target, source and its source root, the
-`python -m gpu_compiler compile` flags that the build step passes (`compile_flags`, one
+`python -m gpu_compiler compile` flags that the build step passes (`CompileOptions.argv`, one
 implementation for both modes) and each file's sha256, so the runtime's key is the input
 closure as Pants resolved it, and a copy that `export-codegen` left behind is refused once the
 checkout's files differ from it (`gpu_runtime.jit.sources`).
@@ -40,10 +40,9 @@ from gpu_build import validation
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.compile_kernel import KernelSources, KernelSourcesRequest
-from gpu_build.util_rules.compile_process import compile_flags
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
-    KernelCompileOptions,
+    compile_options,
     kernel_capabilities,
 )
 from gpu_build.util_rules.toolchain import toolchain_spec
@@ -91,9 +90,7 @@ async def generate_jit_index(
         KernelSources, KernelSourcesRequest(field_set.address, field_set.source.file_path)
     )
     entries = await Get(DigestEntries, Digest, sources.digest)
-    flags = compile_flags(
-        sys_path=(sources.source_root,), options=KernelCompileOptions.from_field_set(field_set)
-    )
+    flags = compile_options(field_set, sources.source_root).argv()
     toolchain = toolchain_spec(
         subsystem, field_set.toolchain.value, origin=f"The target {field_set.address}"
     ).name

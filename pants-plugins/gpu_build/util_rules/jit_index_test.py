@@ -116,7 +116,7 @@ def test_python_target_gets_each_kernels_index_and_input_closure(rule_runner: Ru
     assert files[f"{base}/src.python.app.kernels.blur/{helper}"] == b"X = 1\n"
     sobel = json.loads(files[f"{base}/src.python.app.kernels.sobel.json"])
     assert sorted(sobel["files"]) == [f"{K}/sobel.cu", f"{K}/sub/val.cuh"]
-    # The same flags as the build step's process (`compile_flags`).
+    # The same flags as the build step's process (`CompileOptions.argv`).
     assert sobel["flags"] == ["--sys-path", ROOT, "--define=TILE=16", f"--include-dir={K}"]
     assert files[f"{base}/src.python.app.kernels.sobel/{K}/sub/val.cuh"] == b"#define V 1\n"
 

@@ -21,6 +21,7 @@ from gpu_build.target_types import (
     GpuKernelSourceField,
     GpuKernelToolchainField,
 )
+from gpu_spec.compile.options import CompileOptions
 
 
 @dataclass(frozen=True)
@@ -56,25 +57,16 @@ def uncovered_capabilities(
     return offered, tuple(c for c in wanted if c not in offered)
 
 
-@dataclass(frozen=True)
-class KernelCompileOptions:
-    fast_math: bool = False
-    lineinfo: bool = False
-    max_registers: int | None = None
-    ptx_version: str | None = None
-    defines: tuple[str, ...] = ()
-    include_dirs: tuple[str, ...] = ()
-    name_expressions: tuple[str, ...] = ()
-
-    @classmethod
-    def from_field_set(cls, field_set: GpuKernelFieldSet) -> KernelCompileOptions:
-        spec_path = field_set.address.spec_path
-        return cls(
-            fast_math=field_set.fast_math.value,
-            lineinfo=field_set.lineinfo.value,
-            max_registers=field_set.max_registers.value,
-            ptx_version=field_set.ptx_version.value,
-            defines=tuple(field_set.defines.value or ()),
-            include_dirs=field_set.include_dirs.resolved(spec_path),
-            name_expressions=tuple(field_set.name_expressions.value or ()),
-        )
+def compile_options(field_set: GpuKernelFieldSet, source_root: str) -> CompileOptions:
+    """The target's compile options, the one value its compiles and JIT mode's index take;
+    `source_root` is where a numba source's imports resolve."""
+    return CompileOptions(
+        fast_math=field_set.fast_math.value,
+        lineinfo=field_set.lineinfo.value,
+        max_registers=field_set.max_registers.value,
+        ptx_version=field_set.ptx_version.value,
+        defines=tuple(field_set.defines.value or ()),
+        include_dirs=field_set.include_dirs.resolved(field_set.address.spec_path),
+        name_expressions=tuple(field_set.name_expressions.value or ()),
+        sys_path=(source_root,),
+    )

@@ -55,21 +55,11 @@ def _stage_numba(
     """One module per (kernel, signature); nothing from numba is collected as a warning."""
     from gpu_compiler.numba.backend import compile_numba_source
 
-    compiled = compile_numba_source(
-        source_path,
-        capability,
-        sys_path=options.sys_path,
-        fast_math=options.fast_math,
-        lineinfo=options.lineinfo,
-        sandbox_root=options.sandbox_root,
-    )
+    compiled = compile_numba_source(source_path, capability, options)
     parts = PartCompiler(
         source_path,
         capability,
-        options.fast_math,
-        options.lineinfo,
-        options.sandbox_root,
-        include_dirs=tuple(options.include_dirs),
+        options,
         taken=tuple("%s.%s" % (k.module_name, x) for k in compiled for x in ("ptx", "cubin")),
     )
     staged = [
@@ -94,17 +84,7 @@ def _stage_cuda(
     """One module named after the file's stem; NVRTC's log is the first warning."""
     from gpu_compiler.cuda_cpp.backend import compile_cuda_source
 
-    cu = compile_cuda_source(
-        source_path,
-        capability,
-        defines=options.defines,
-        include_dirs=options.include_dirs,
-        fast_math=options.fast_math,
-        lineinfo=options.lineinfo,
-        max_registers=options.max_registers,
-        name_expressions=options.name_expressions,
-        sandbox_root=options.sandbox_root,
-    )
+    cu = compile_cuda_source(source_path, capability, options)
     stem = os.path.splitext(os.path.basename(source_path))[0]
     kernels = [
         StagedKernel(k.name, k.entry, None, "c", None, k.params, c_types=k.c_types)

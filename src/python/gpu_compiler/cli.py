@@ -50,21 +50,11 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_compiler.errors import CompileError
-from gpu_spec.capabilities import check_max_registers, parse_capability
-from gpu_spec.compile_report import failure_line
+from gpu_spec.capabilities import parse_capability
+from gpu_spec.compile.options import CompileOptions
+from gpu_spec.compile.report import failure_line
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import language_of
-
-
-def _max_registers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % (text,)) from None
-    try:
-        return check_max_registers(value)
-    except SpecError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,14 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="output directory, one subdirectory per capability (replaced if it exists)",
     )
-    c.add_argument(
-        "--sys-path",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="import root for numba sources and their helpers (repeatable)",
-    )
-    _add_option_arguments(c)
+    CompileOptions.add_arguments(c)  # the flags the Pants rule writes (its `argv`)
     _add_sandbox_arguments(c)
 
     v = sub.add_parser("versions", help="print toolchain versions as JSON")
@@ -117,34 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
         "fingerprint", help="print the toolchain versions and the compiler code's sha256"
     )
     return parser
-
-
-def _add_option_arguments(c: argparse.ArgumentParser) -> None:
-    """The compile options (as the Pants rule's `compile_flags` passes them)."""
-    c.add_argument(
-        "--ptx-version",
-        default=None,
-        metavar="X.Y",
-        help="rewrite the PTX .version to this ISA (for older drivers)",
-    )
-    c.add_argument("--fast-math", action="store_true")
-    c.add_argument("--lineinfo", action="store_true")
-    c.add_argument("--max-registers", type=_max_registers, default=None, metavar="N")
-    c.add_argument("--define", action="append", default=[], metavar="NAME[=VALUE]", help=".cu only")
-    c.add_argument(
-        "--include-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="a .cu source's, or the .cu files a .py source links",
-    )
-    c.add_argument(
-        "--name-expression",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help='.cu only: template instantiation, e.g. "matmul<float, 16>"',
-    )
 
 
 def _add_sandbox_arguments(c: argparse.ArgumentParser) -> None:
@@ -253,26 +208,12 @@ def _cmd_compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
 
 
 def _compile(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from gpu_compiler.compile import (
-        CompileOptions,
-        CompileResult,
-        compile_source,
-        write_outputs_by_capability,
-    )
+    from gpu_compiler.compile import CompileResult, compile_source, write_outputs_by_capability
     from gpu_compiler.numba.shared_lowering import shared_lowering
 
     if not args.capability_from_stdin:
         capabilities = _capabilities_or_exit(args.capability, parser)
-    options = CompileOptions(
-        fast_math=args.fast_math,
-        lineinfo=args.lineinfo,
-        max_registers=args.max_registers,
-        ptx_version=args.ptx_version,
-        defines=list(args.define),
-        include_dirs=list(args.include_dir),
-        name_expressions=list(args.name_expression),
-        sys_path=list(args.sys_path),
-    )
+    options = CompileOptions.from_arguments(args)
     _confine(args)
     if args.capability_from_stdin:
         line = sys.stdin.readline().strip()

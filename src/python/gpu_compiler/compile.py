@@ -30,7 +30,7 @@ from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
 from gpu_compiler.resources import resources_for
 from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.errors import SpecError
-from gpu_spec.metadata import CUDA_ONLY_OPTIONS, LANG_NUMBA, language_of
+from gpu_spec.metadata import LANG_NUMBA, language_of
 from gpu_spec.ptx_isa import (
     min_driver_for_ptx,
     toolchain_ptx_isa,
@@ -75,7 +75,7 @@ def _validate_options(
         except SpecError as e:
             raise CompileError(str(e)) from None
     if language == LANG_NUMBA:
-        extra = [n for n in CUDA_ONLY_OPTIONS if getattr(options, n)]
+        extra = options.cuda_only_set()
         if extra:
             raise CompileError(
                 "%s: %s apply only to CUDA C++ (.cu) sources" % (source_path, ", ".join(extra))
@@ -221,8 +221,7 @@ def _link(
             ptx_text,
             capability,
             parts=[LinkInput(p.kind, p.data, p.file) for p in parts],
-            max_registers=options.max_registers,
-            lineinfo=options.lineinfo,
+            options=options,
             module_name=name,
             source=source_path,
         )

@@ -14,48 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
+from gpu_spec.compile.options import CompileOptions
 from gpu_spec.metadata import METADATA_FILE, METADATA_SCHEMA_VERSION
-
-
-@dataclass
-class CompileOptions:
-    """Compiler options. ``sys_path`` only affects how numba sources import.
-
-    ``defines`` and ``name_expressions`` apply to ``.cu`` sources only; passing
-    them for a ``.py`` source is an error rather than silently ignored.
-    ``include_dirs`` apply to a ``.cu`` source and, for a ``.py`` source, to the
-    CUDA C++ files its kernels link (before numba's CUDA_NVRTC_EXTRA_SEARCH_PATHS).
-
-    ``sandbox_root`` makes the compile hermetic: every file it reads (headers,
-    imported modules) must resolve inside that directory ("." = the working
-    directory, the Pants sandbox) or in the toolchain, else CompileError.
-    None lifts that (the runtime's JIT mode, compiling a developer's checkout).
-    It changes no output, so metadata.json does not record it.
-    """
-
-    fast_math: bool = False
-    lineinfo: bool = False
-    max_registers: Optional[int] = None
-    ptx_version: Optional[str] = None
-    defines: Sequence[str] = ()
-    include_dirs: Sequence[str] = ()
-    name_expressions: Sequence[str] = ()
-    sys_path: Sequence[str] = ()
-    sandbox_root: Optional[str] = "."
-
-    def metadata(self) -> Dict[str, Any]:
-        """The ``options`` object of metadata.json."""
-        return {
-            "fast_math": bool(self.fast_math),
-            "lineinfo": bool(self.lineinfo),
-            "max_registers": self.max_registers,
-            "ptx_version": self.ptx_version,
-            "defines": list(self.defines),
-            "include_dirs": list(self.include_dirs),
-            "name_expressions": list(self.name_expressions),
-        }
 
 
 @dataclass

@@ -247,7 +247,7 @@ def test_options_recorded_in_metadata():
         KERNELS + "sobel.cu",
         "sm_80",
         CompileOptions(
-            fast_math=True, max_registers=32, defines=["FOO", "BAR=2"], include_dirs=[KERNELS]
+            fast_math=True, max_registers=32, defines=("FOO", "BAR=2"), include_dirs=(KERNELS,)
         ),
     )
     assert r.metadata()["options"] == {
@@ -367,7 +367,7 @@ def test_bad_capability_and_source_type():
     with pytest.raises(CompileError, match="no such file"):
         compile_source(KERNELS + "nope.py", "sm_90", CompileOptions())
     with pytest.raises(CompileError, match=r"apply only to CUDA C\+\+"):
-        compile_source(KERNELS + "saxpy.py", "sm_90", CompileOptions(defines=["X"]))
+        compile_source(KERNELS + "saxpy.py", "sm_90", CompileOptions(defines=("X",)))
 
 
 def test_import_state_is_restored():

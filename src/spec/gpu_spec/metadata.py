@@ -48,12 +48,6 @@ def language_of(path: str) -> Optional[str]:
     return SOURCE_SUFFIXES.get(path[dot:].lower())
 
 
-# The compile options only a CUDA C++ source takes (the `gpu_kernel` fields and the compiler's
-# CompileOptions share these names). `include_dirs` is not one: on a numba source it serves the
-# `.cu` files its kernels link.
-CUDA_ONLY_OPTIONS = ("defines", "name_expressions")
-
-
 def suffixes_of(language: str) -> Tuple[str, ...]:
     return tuple(s for s, lang in SOURCE_SUFFIXES.items() if lang == language)
 

@@ -170,6 +170,7 @@ def test_standard_library_only():
     """The plugin imports gpu_spec inside Pants (CPython 3.9): no third-party import anywhere."""
     stdlib = {
         "__future__",
+        "argparse",
         "contextlib",
         "dataclasses",
         "hashlib",

@@ -43,6 +43,7 @@ from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import relativize_text
 from gpu_compiler.sandbox import Sandbox
 from gpu_spec.capabilities import parse_capability
+from gpu_spec.compile.options import CompileOptions
 
 # "path(12): error: ..." / "path(3): catastrophic error: ..."
 _DIAG_RE = re.compile(
@@ -173,19 +174,11 @@ class CudaPTX:
     log: str = ""
 
 
-def nvrtc_options(
-    capability: str,
-    *,
-    defines: Sequence[str] = (),
-    include_dirs: Sequence[str] = (),
-    fast_math: bool = False,
-    lineinfo: bool = False,
-    max_registers: Optional[int] = None,
-) -> List[str]:
+def nvrtc_options(capability: str, options: CompileOptions) -> List[str]:
     """The NVRTC command line, in a fixed order (it is part of the output's identity)."""
     major, minor = parse_capability(capability)
     opts = ["--gpu-architecture=compute_%d%d" % (major, minor), "-std=c++17"]
-    for d in defines:
+    for d in options.defines:
         if not d or d.startswith("=") or any(c.isspace() for c in d.split("=", 1)[0]):
             raise CompileError("invalid define %r: expected NAME or NAME=VALUE" % (d,))
         clock = includes.CLOCK_RE.search(d.split("=", 1)[1]) if "=" in d else None
@@ -195,14 +188,14 @@ def nvrtc_options(
                 % (d, clock.group(1), includes.FIX_CLOCK)
             )
         opts.append("-D%s" % d)
-    for inc in include_dirs:
+    for inc in options.include_dirs:
         opts.append("-I%s" % inc)
-    if fast_math:
+    if options.fast_math:
         opts.append("--use_fast_math")
-    if lineinfo:
+    if options.lineinfo:
         opts.append("-lineinfo")
-    if max_registers is not None:
-        opts.append("--maxrregcount=%d" % int(max_registers))
+    if options.max_registers is not None:
+        opts.append("--maxrregcount=%d" % int(options.max_registers))
     return opts
 
 
@@ -227,36 +220,18 @@ def _get_log(prog) -> str:
     return buf.rstrip(b"\x00").decode("utf-8", "replace")
 
 
-def compile_cuda_source(
-    source_path: str,
-    capability: str,
-    *,
-    defines: Sequence[str] = (),
-    include_dirs: Sequence[str] = (),
-    fast_math: bool = False,
-    lineinfo: bool = False,
-    max_registers: Optional[int] = None,
-    name_expressions: Sequence[str] = (),
-    sandbox_root: Optional[str] = ".",
-) -> CudaPTX:
+def compile_cuda_source(source_path: str, capability: str, options: CompileOptions) -> CudaPTX:
     """Compile ``source_path`` to PTX for ``capability``; CompileError on failure.
 
-    ``sandbox_root``: every file the compile reads must resolve inside it (None: anywhere).
-    CUDA's own headers come from the toolchain (``toolchain_headers``), searched after
-    ``include_dirs``.
+    ``options.sandbox_root``: every file the compile reads must resolve inside it (None:
+    anywhere). CUDA's own headers come from the toolchain (``toolchain_headers``), searched
+    after ``options.include_dirs``.
     """
     system_dirs = toolchain_headers.cuda_include_dirs()
-    program = _program_text(source_path, include_dirs, Sandbox(sandbox_root), system_dirs)
-    options = nvrtc_options(
-        capability,
-        defines=defines,
-        include_dirs=include_dirs,
-        fast_math=fast_math,
-        lineinfo=lineinfo,
-        max_registers=max_registers,
-    )
-    exprs = list(dict.fromkeys(name_expressions))  # de-duplicate, keep order
-    nvrtc_argv = options + _system_include_options(system_dirs)
+    sandbox = Sandbox(options.sandbox_root)
+    program = _program_text(source_path, options.include_dirs, sandbox, system_dirs)
+    exprs = list(dict.fromkeys(options.name_expressions))  # de-duplicate, keep order
+    nvrtc_argv = nvrtc_options(capability, options) + _system_include_options(system_dirs)
     ptx_text, lowered, log = _run_nvrtc(
         program, source_path, capability, nvrtc_argv, exprs, system_dirs
     )
@@ -441,13 +416,10 @@ def _kernels(ptx_text: str, lowered: Dict[str, str], source_path: str) -> List[C
 def compile_cuda_part(
     source_path: str,
     capability: str,
+    options: CompileOptions,
     *,
     shown: str,
     text: Optional[bytes] = None,
-    fast_math: bool = False,
-    lineinfo: bool = False,
-    sandbox_root: Optional[str] = ".",
-    include_dirs: Sequence[str] = (),
 ) -> str:
     """Relocatable PTX of CUDA C++ that a numba kernel links (device functions, no kernels
     needed): ``-rdc`` keeps its ``extern`` functions for the linker. ``text``: in-memory
@@ -460,11 +432,9 @@ def compile_cuda_part(
         program = CudaProgramText(text)
     else:
         here = shown if not os.path.isabs(shown) else source_path
-        program = _program_text(here, include_dirs, Sandbox(sandbox_root), system_dirs)
-    options = nvrtc_options(
-        capability, include_dirs=include_dirs, fast_math=fast_math, lineinfo=lineinfo
-    )
-    options.append("--relocatable-device-code=true")
-    options += _system_include_options(system_dirs)
-    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, options, [], system_dirs)
+        sandbox = Sandbox(options.sandbox_root)
+        program = _program_text(here, options.include_dirs, sandbox, system_dirs)
+    argv = nvrtc_options(capability, options) + ["--relocatable-device-code=true"]
+    argv += _system_include_options(system_dirs)
+    ptx_text, _lowered, _log = _run_nvrtc(program, shown, capability, argv, [], system_dirs)
     return toolchain_headers.relabel(ptxmod.relativize_file_directives(ptx_text))

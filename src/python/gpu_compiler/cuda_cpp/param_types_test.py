@@ -8,6 +8,7 @@ import pytest
 
 from gpu_compiler.cuda_cpp.backend import compile_cuda_source
 from gpu_compiler.cuda_cpp.param_types import declared_param_types, demangle_params
+from gpu_spec.compile.options import CompileOptions
 
 TESTDATA = "src/python/gpu_compiler/testdata/"
 
@@ -60,9 +61,8 @@ def test_a_failed_probe_is_retried_kernel_by_kernel():
 
 
 def test_nvrtc_declared_types_of_extern_c_namespaced_and_template_kernels():
-    r = compile_cuda_source(
-        TESTDATA + "declared_types.cu", "sm_90", name_expressions=["axpy<float>", "&axpy<double>"]
-    )
+    options = CompileOptions(name_expressions=("axpy<float>", "&axpy<double>"))
+    r = compile_cuda_source(TESTDATA + "declared_types.cu", "sm_90", options)
     by_name = {k.name: k.c_types for k in r.kernels}
     assert by_name["scale"] == [
         "const double*",

@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.link.errors import link_failure
+from gpu_spec.compile.options import CompileOptions
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,12 @@ class LinkResult:
     info_log: str
 
 
-def link_options(capability: str, max_registers: Optional[int], lineinfo: bool) -> List[str]:
+def link_options(capability: str, options: CompileOptions) -> List[str]:
+    """nvJitLink's options: the register cap and line info apply to the whole linked module."""
     opts = ["-arch=%s" % capability, "-verbose"]
-    if max_registers is not None:
-        opts.append("-maxrregcount=%d" % int(max_registers))
-    if lineinfo:
+    if options.max_registers is not None:
+        opts.append("-maxrregcount=%d" % int(options.max_registers))
+    if options.lineinfo:
         opts.append("-lineinfo")
     return opts
 
@@ -46,8 +48,7 @@ def link_ptx(
     ptx: str,
     capability: str,
     *,
-    max_registers: Optional[int] = None,
-    lineinfo: bool = False,
+    options: CompileOptions,
     module_name: str = "module",
     source: Optional[str] = None,
     parts: Sequence[LinkInput] = (),
@@ -66,7 +67,7 @@ def link_ptx(
         "cubin": nj.InputType.CUBIN,
         "fatbin": nj.InputType.FATBIN,
     }
-    handle = nj.create(*_counted(link_options(capability, max_registers, lineinfo)))
+    handle = nj.create(*_counted(link_options(capability, options)))
     try:
         try:
             for part in inputs:

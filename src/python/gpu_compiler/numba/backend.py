@@ -47,7 +47,7 @@ The argument ABI recorded in metadata.json is ``gpu_compiler.numba.abi``'s.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Tuple
 
 from gpu_compiler.errors import CompileError
 from gpu_compiler.numba import link_order as numba_link_order
@@ -63,6 +63,7 @@ from gpu_compiler.numba.signatures import (
 )
 from gpu_compiler.numba.source import SourceImporter, read_source_text
 from gpu_spec.capabilities import parse_capability
+from gpu_spec.compile.options import CompileOptions
 
 
 @dataclass(frozen=True)
@@ -76,21 +77,16 @@ class _Target:
 
 
 def compile_numba_source(
-    source_path: str,
-    capability: str,
-    *,
-    sys_path: Sequence[str] = (),
-    fast_math: bool = False,
-    lineinfo: bool = False,
-    sandbox_root: Optional[str] = ".",
+    source_path: str, capability: str, options: CompileOptions
 ) -> List[NumbaKernelPTX]:
     """Compile every (kernel, signature) in ``AOT_SIGNATURES`` to PTX.
 
     Returns one ``NumbaKernelPTX`` per module, ordered by module name. Raises
     CompileError for anything wrong with the source, including an import of a
-    file outside ``sandbox_root`` and the toolchain (None: no such check).
+    file outside ``options.sandbox_root`` and the toolchain (None: no such check).
     """
-    target = _Target(capability, parse_capability(capability), fast_math, lineinfo)
+    cc = parse_capability(capability)
+    target = _Target(capability, cc, options.fast_math, options.lineinfo)
     source_text = read_source_text(source_path)
     require_numba()
     from numba.cuda.core.compiler_lock import global_compiler_lock
@@ -99,7 +95,9 @@ def compile_numba_source(
     # numba's compiler lock (re-entrant) serializes us with any other numba
     # compile in this process: the counters, sys.modules and sys.path
     # changes below are process-global.
-    with global_compiler_lock, SourceImporter(source_path, sys_path, sandbox_root) as importer:
+    with global_compiler_lock, SourceImporter(
+        source_path, options.sys_path, options.sandbox_root
+    ) as importer:
         table = _checked_table(importer, source_text)
         for name, sigs in table:
             for index, sig in enumerate(sigs):

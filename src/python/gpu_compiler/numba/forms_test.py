@@ -23,7 +23,7 @@ from gpu_compiler.compile import CompileOptions, compile_source  # noqa: E402
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 TESTDATA = "src/python/gpu_compiler/testdata/"
 DOCS = "src/python/numba_docs/kernels/"
-OPTS = CompileOptions(sys_path=["src/python"])
+OPTS = CompileOptions(sys_path=("src/python",))
 
 
 @pytest.fixture(autouse=True)
@@ -187,17 +187,17 @@ HEADER_DIRS = [DOCS + "ffi/include", DOCS + "data/include"]
 def test_include_dirs_apply_to_the_cuda_cpp_a_numba_source_links(search_paths_restored):
     """The target's `include_dirs` on a numba source: where the linked saxpy.cu's
     `#include <add.cuh>` / `<mul.cuh>` are found (numba's search paths unset)."""
-    options = CompileOptions(sys_path=["src/python"], include_dirs=HEADER_DIRS)
+    options = CompileOptions(sys_path=("src/python",), include_dirs=tuple(HEADER_DIRS))
     r = compile_source(TESTDATA + "links_with_include_dirs.py", "sm_90", options)
     assert [k.name for m in r.modules for k in m.kernels] == ["k"]
     assert {p.file for m in r.modules for p in m.parts} == {"saxpy.ptx"}
-    assert r.options.include_dirs == HEADER_DIRS
+    assert r.options.include_dirs == tuple(HEADER_DIRS)
     text = _error(TESTDATA + "links_with_include_dirs.py")  # none: NVRTC finds no add.cuh
     assert "add.cuh" in text
 
 
 def test_include_dirs_outside_the_inputs_are_refused_for_a_numba_source(search_paths_restored):
-    options = CompileOptions(sys_path=["src/python"], include_dirs=["/usr/include"])
+    options = CompileOptions(sys_path=("src/python",), include_dirs=("/usr/include",))
     with pytest.raises(CompileError) as e:
         compile_source(TESTDATA + "links_with_include_dirs.py", "sm_90", options)
     message = str(e.value)

@@ -18,6 +18,7 @@ A relative link path is looked up beside the kernel source first, then in the wo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from gpu_compiler.errors import CompileError
 from gpu_compiler.paths import display_path
 from gpu_compiler.sandbox import Sandbox
+from gpu_spec.compile.options import CompileOptions
 
 DEVRT_FILE = "libcudadevrt.a"
 
@@ -45,11 +47,8 @@ class PartCompiler:
 
     source_path: str
     capability: str
-    fast_math: bool
-    lineinfo: bool
-    sandbox_root: Optional[str]
-    # the target's `include_dirs` (build-root relative): searched by linked .cu files first
-    include_dirs: Tuple[str, ...] = ()
+    # the kernel's; its `include_dirs` (build-root relative) are searched by linked .cu first
+    options: CompileOptions
     taken: Tuple[str, ...] = ()  # output file names already used (the modules')
 
     def __post_init__(self) -> None:
@@ -138,7 +137,7 @@ class PartCompiler:
                 % (self.source_path, kernel, item, ", ".join(tried)),
                 source=self.source_path,
             )
-        sandbox = Sandbox(self.sandbox_root)
+        sandbox = Sandbox(self.options.sandbox_root)
         if sandbox.confined and not (sandbox.inside(path) or _in_toolchain(path)):
             raise CompileError(
                 "%s: error: kernel %r links %s, outside the compile's inputs (the sandbox); "
@@ -152,15 +151,13 @@ class PartCompiler:
         from gpu_compiler.cuda_cpp.backend import compile_cuda_part
 
         toolchain = path is not None and _in_toolchain(path)
+        options = self.options.for_linked_part(() if toolchain else self._search_paths())
         return compile_cuda_part(
             path if path is not None else shown,
             self.capability,
+            options if not toolchain else dataclasses.replace(options, sandbox_root=None),
             shown=shown,
             text=data,
-            fast_math=self.fast_math,
-            lineinfo=self.lineinfo,
-            sandbox_root=None if toolchain else self.sandbox_root,
-            include_dirs=() if toolchain else self._search_paths(),
         )
 
     def _search_paths(self) -> List[str]:
@@ -172,10 +169,10 @@ class PartCompiler:
         from numba.cuda import config
 
         value = getattr(config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS", "") or ""
-        named = [(_TARGET_DIRS, d) for d in self.include_dirs] + [
+        named = [(_TARGET_DIRS, d) for d in self.options.include_dirs] + [
             (_NUMBA_PATHS, e) for e in str(value).split(":") if e
         ]
-        sandbox = Sandbox(self.sandbox_root)
+        sandbox = Sandbox(self.options.sandbox_root)
         out: List[str] = []
         for (what, where), entry in named:
             if sandbox.confined and not sandbox.inside(entry):

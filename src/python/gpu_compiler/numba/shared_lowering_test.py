@@ -31,9 +31,9 @@ REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir]
 CAPABILITIES = ("sm_75", "sm_87", "sm_90")
 KERNELS = "src/python/imaging/kernels/"
 SOURCES = [
-    (KERNELS + "saxpy.py", CompileOptions(sys_path=["src/python"])),
-    (KERNELS + "blur.py", CompileOptions(sys_path=["src/python"], lineinfo=True)),
-    (KERNELS + "histogram.py", CompileOptions(sys_path=["src/python"], fast_math=True)),
+    (KERNELS + "saxpy.py", CompileOptions(sys_path=("src/python",))),
+    (KERNELS + "blur.py", CompileOptions(sys_path=("src/python",), lineinfo=True)),
+    (KERNELS + "histogram.py", CompileOptions(sys_path=("src/python",), fast_math=True)),
 ]
 
 

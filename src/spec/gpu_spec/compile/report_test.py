@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpu_spec.compile_report import failed_capabilities, failure_line
+from gpu_spec.compile.report import failed_capabilities, failure_line
 
 ALL = ("sm_75", "sm_80", "sm_87", "sm_90")
 
