@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from gpu_runtime.bundle.locate import candidate_locations, find_cache, not_found_message
 from gpu_runtime.bundle.manifest import open_bundle_manifest
@@ -14,6 +14,9 @@ from gpu_runtime.jit.compiler import find_compiler
 from gpu_runtime.logs import log
 from gpu_runtime.runtime import KernelCache
 from gpu_spec.signature import describe_keys
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 
 ENV_STRICT = "GPU_RUNTIME_STRICT"
 
@@ -30,7 +33,7 @@ def open_cache(
     prefer: Optional[str] = None,
     strict: Optional[bool] = None,
     kernels_path: Optional[Sequence[str]] = None,
-    backend: Any = None,
+    backend: Optional[Backend] = None,
 ) -> "KernelCache":
     """Open the running bundle's kernel cache, or JIT mode (see the gpu_runtime docstring).
 

@@ -22,6 +22,7 @@ from gpu_runtime.launch.plan import LaunchPlan, build_plan, no_fire, pattern_key
 from gpu_spec.manifest.model import KernelSpec, Library, ModuleSpec
 
 if TYPE_CHECKING:  # runtime imports this module
+    from gpu_runtime.driver.backend import Backend
     from gpu_runtime.runtime import KernelCache
 
 
@@ -48,7 +49,7 @@ class Kernel:
         self._last_config: Tuple[Any, Any] = (None, None)
         self._occupancy: Dict[Tuple[Any, ...], Any] = {}  # see gpu_runtime.launch.occupancy
         backend = cache.backend
-        self._backend = backend
+        self._backend: Backend = backend
         self._launch_raw = backend.launch_raw
         self._stream_handle = backend.stream_handle
 
@@ -112,8 +113,7 @@ class Kernel:
         driver expects. None if the backend or driver cannot tell."""
         module, spec = self.resolve(*args)
         func = self._cache.load_function(self._library.name, module, spec)
-        query = getattr(self._cache.backend, "param_info", None)
-        return None if query is None else query(func)
+        return self._backend.param_info(func)
 
     def launch(
         self, grid: Any, block: Any, *args: Any, stream: Any = None, shared_mem: int = 0
@@ -126,25 +126,19 @@ class Kernel:
             dims = self._launch_dims(grid, block)
         if shared_mem.__class__ is not int or shared_mem < 0:
             shared_mem = _shared_mem(shared_mem)
-        # `_launch_with`, written out: a call layer here costs 0.1-0.4 us on every launch
+        self._launch_with(args, dims, shared_mem, stream)
+
+    def _launch_with(
+        self, args: Tuple[Any, ...], dims: Tuple[int, ...], shared_mem: int, stream: Any
+    ) -> None:
+        """A launch of a known shape: the last plan's fire, else the checked path. (The
+        pattern's generated entry, `LaunchPlan.entry`, is this and `launch` in one frame.)"""
         hstream = None if stream is None else self._cu_stream(stream)
         try:  # the previous launch's plan, which checks its pattern as it reads and launches
             status = self._fire(args, dims, shared_mem, hstream)
         except Exception:  # a value only the checked path takes (or refuses): see below
             status = None
         if status is not self._ok:  # another pattern, or the driver refused: the checked path
-            self._launch_checked(args, dims, shared_mem, stream)
-
-    def _launch_with(
-        self, args: Tuple[Any, ...], dims: Tuple[int, ...], shared_mem: int, stream: Any
-    ) -> None:
-        """A launch of a known shape: the last plan's fire, else the checked path."""
-        hstream = None if stream is None else self._cu_stream(stream)
-        try:
-            status = self._fire(args, dims, shared_mem, hstream)
-        except Exception:
-            status = None
-        if status is not self._ok:
             self._launch_checked(args, dims, shared_mem, stream)
 
     def _launch_checked(
@@ -163,7 +157,8 @@ class Kernel:
         if plan.cooperative:
             self._launch_cooperative(plan.func, dims, shared_mem, handle, buf)
         else:
-            self._launch_raw(plan.func, *dims, shared_mem, handle, buf)
+            gx, gy, gz, bx, by, bz = dims
+            self._launch_raw(plan.func, gx, gy, gz, bx, by, bz, shared_mem, handle, buf)
 
     def _launch_cooperative(
         self, func: Any, dims: Tuple[int, ...], shared_mem: int, stream: int, buf: ParamBuffer
@@ -172,7 +167,8 @@ class Kernel:
         check_cooperative_grid(
             self._backend, self._occupancy, func, self.qualified_name, dims, shared_mem
         )
-        self._backend.launch_cooperative_raw(func, *dims, shared_mem, stream, buf)
+        gx, gy, gz, bx, by, bz = dims
+        self._backend.launch_cooperative_raw(func, gx, gy, gz, bx, by, bz, shared_mem, stream, buf)
 
     def max_cooperative_grid_blocks(self, block: Any, shared_mem: int = 0, *args: Any) -> int:
         """The most blocks of `block` threads a cooperative launch of this kernel can have
@@ -237,16 +233,16 @@ class Kernel:
 
     def _bind_launcher(self) -> None:
         """The backend's bare launch call, its success status and its stream reader, if it has
-        them (`CudaBackend.launch_function`); a backend without keeps every launch checked."""
-        bind = getattr(self._backend, "launch_function", None)
-        found = bind() if bind is not None else None
+        them (`Backend.launch_function`); a backend without keeps every launch checked."""
+        found = self._backend.launch_function()
         if found is None:
             self._cu = False
         else:
             self._cu, self._ok, self._cu_stream = found
 
     def _entry_names(self) -> Dict[str, Any]:
-        """What a plan's launch entry (`launch_repack._ENTRY`) reads of this kernel."""
+        """What a plan's launch entry (`gpu_runtime.launch.repack._ENTRY`) reads of this
+        kernel."""
         return {
             "kernel": self,
             "ok": self._ok,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from gpu_runtime.bundle.completeness import select_unless_incomplete
 from gpu_runtime.bundle.integrity import read_verified, resolve_in_cache
@@ -33,6 +33,9 @@ from gpu_runtime.kernel import Kernel
 from gpu_runtime.logs import log
 from gpu_spec.manifest.model import KernelSpec, Library, Manifest, ModuleSpec
 from gpu_spec.versions import parse_version
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 
 __all__ = ["ENV_PREFER", "Kernel", "KernelCache"]
 
@@ -59,7 +62,7 @@ class KernelCache:
         self,
         manifest: Manifest,
         root: str,
-        backend: Any = None,
+        backend: Optional[Backend] = None,
         *,
         prefer: Optional[str] = None,
         origin: str = "bundle",
@@ -111,7 +114,7 @@ class KernelCache:
         return self._root
 
     @property
-    def backend(self) -> Any:
+    def backend(self) -> Backend:
         return self._backend
 
     @property

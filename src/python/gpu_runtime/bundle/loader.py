@@ -13,7 +13,7 @@ import dataclasses
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.bundle.integrity import locate_file, read_verified
 from gpu_runtime.bundle.selection import Choice
@@ -27,6 +27,9 @@ from gpu_spec.manifest.model import (
     Variant,
     ptx_link_kind,
 )
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 
 
 def variants_on_disk(root: str, lib: Library) -> List[Variant]:
@@ -82,7 +85,7 @@ class ModuleLoader:
         self,
         root: str,
         files: Mapping[str, str],
-        backend: Any,
+        backend: Backend,
         choose: Callable[[str], Choice],
         origin_label: Callable[[str, str], str] = lambda library, kind: f"bundle {kind}",
         fix: Optional[str] = None,

@@ -17,15 +17,18 @@ fails, other threads are unaffected.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from gpu_runtime.errors import DeviceError
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 
 
 class Graph:
     """An instantiated graph; usable once its `capture` block has ended."""
 
-    def __init__(self, backend: Any, stream: int) -> None:
+    def __init__(self, backend: Backend, stream: int) -> None:
         self._backend = backend
         self._stream = stream
         self._graph: Any = None

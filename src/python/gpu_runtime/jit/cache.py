@@ -27,7 +27,7 @@ import os
 import shutil
 import threading
 import time
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from gpu_runtime.bundle.lookup import readings
 from gpu_runtime.errors import manifest_errors
@@ -56,6 +56,9 @@ _FULL_DISK_MARKS = (
     (errno.ENOSPC, ("[Errno 28]", os.strerror(errno.ENOSPC))),
     (errno.EDQUOT, ("[Errno 122]", os.strerror(errno.EDQUOT))),
 )
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 _MIN_FREE_BYTES = 64 * 1024  # less free than this beside a failed compile: the disk is full
 
 ENV_JIT_CACHE_SIZE = "GPU_RUNTIME_JIT_CACHE_SIZE"
@@ -105,7 +108,7 @@ class JitKernelCache(KernelCache):
     def __init__(
         self,
         sources: Mapping[str, JitSource],
-        backend: Any = None,
+        backend: Optional[Backend] = None,
         *,
         store: Optional[JitStore] = None,
         prefer: Optional[str] = None,

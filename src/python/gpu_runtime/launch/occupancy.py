@@ -18,9 +18,12 @@ shared memory).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 from gpu_runtime.errors import LaunchError
+
+if TYPE_CHECKING:  # typing only: the runtime imports no more than it uses
+    from gpu_runtime.driver.backend import Backend
 
 Memo = Dict[Tuple[Any, ...], Any]  # per Kernel: its functions live as long as it does
 _MAX_REMEMBERED = 256
@@ -34,7 +37,7 @@ def _remember(memo: Memo, key: Tuple[Any, ...], value: Any) -> Any:
 
 
 def cooperative_limit(
-    backend: Any, memo: Memo, func: Any, block_threads: int, shared_mem: int
+    backend: Backend, memo: Memo, func: Any, block_threads: int, shared_mem: int
 ) -> Tuple[int, int]:
     """(blocks per SM, SMs) for `func` launched with `block_threads` threads per block."""
     key = ("coop", id(func), block_threads, shared_mem)
@@ -46,7 +49,7 @@ def cooperative_limit(
 
 
 def check_cooperative_grid(
-    backend: Any, memo: Memo, func: Any, name: str, dims: Tuple[int, ...], shared_mem: int
+    backend: Backend, memo: Memo, func: Any, name: str, dims: Tuple[int, ...], shared_mem: int
 ) -> None:
     """LaunchError if the grid of `dims` (gx, gy, gz, bx, by, bz) cannot be co-resident."""
     gx, gy, gz, bx, by, bz = dims
@@ -75,7 +78,7 @@ def check_cooperative_grid(
 
 
 def forall_config(
-    backend: Any, memo: Memo, func: Any, ntasks: int, threads_per_block: int, shared_mem: int
+    backend: Backend, memo: Memo, func: Any, ntasks: int, threads_per_block: int, shared_mem: int
 ) -> Tuple[int, int]:
     """(grid, block) that cover `ntasks` threads; block from the occupancy calculator unless
     `threads_per_block` is given (as numba's ForAll)."""

@@ -19,26 +19,49 @@ arrays and scalar objects, and then write nothing.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 SCALAR, DEVARRAY, OTHER = 0, 1, 2  # the kinds of one step: (kind, pattern part, reader)
 
 Step = Tuple[int, Any, Any]
 
 
-def _lines(i: int, step: Step) -> Tuple[List[str], str]:
+class _Exits(NamedTuple):
+    """How the generated body leaves: `miss` where the arguments do not have the pattern,
+    `done` once the buffer holds their values (a statement each, written in place)."""
+
+    miss: str
+    done: str
+
+
+# repack: None, or the buffer. fire: None, or the launch's status (the dims unpacked, then one
+# positional call, cheaper than spreading a tuple into it). The entry (`_ENTRY`): its loop is
+# left for the checked path, or after the launch with its status.
+_REPACK = _Exits("return None", "return buf")
+_FIRE = _Exits(
+    "return None",
+    "gx, gy, gz, bx, by, bz = dims; "
+    "return cu(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, buf.address, 0)[0]",
+)
+_ENTRY_EXITS = _Exits(
+    "break",
+    "status = cu(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, buf.address, 0)[0]; break",
+)
+
+
+def _lines(i: int, step: Step, miss: str) -> Tuple[List[str], str]:
     """(checks, the values' expression) of argument `i`."""
     kind, _, how = step
     a = f"a{i}"
     if kind == SCALAR:  # exactly the scalar type of the pattern: the value is packed as it is
-        return [f"if {a}.__class__ is not w{i}: return None"], a
+        return [f"if {a}.__class__ is not w{i}: {miss}"], a
     if kind == DEVARRAY:  # the array's pattern part and values are kept on it (interned part)
         return [
-            f"if {a}.__class__ is not DeviceArray: return None",
+            f"if {a}.__class__ is not DeviceArray: {miss}",
             f"e{i} = {a}._launch or device_array_entry({a})",
-            f"if e{i}[1] is not w{i}: return None",
+            f"if e{i}[1] is not w{i}: {miss}",
         ], f"*e{i}[{int(how)}]"
-    return [f"v{i} = other_values(w{i}, h{i}, {a})", f"if v{i} is None: return None"], f"*v{i}"
+    return [f"v{i} = other_values(w{i}, h{i}, {a})", f"if v{i} is None: {miss}"], f"*v{i}"
 
 
 def _kept(steps: Sequence[Step], writes: Sequence[Any]) -> Optional[Tuple[List[int], List[int]]]:
@@ -52,7 +75,7 @@ def _kept(steps: Sequence[Step], writes: Sequence[Any]) -> Optional[Tuple[List[i
     return arrays, scalars
 
 
-def _unchanged(steps: Sequence[Step], writes: Sequence[Any]) -> List[str]:
+def _unchanged(steps: Sequence[Step], writes: Sequence[Any], done: str) -> List[str]:
     """Lines that return the buffer at once when it holds exactly these arguments' values: each
     scalar the very object it holds (numpy and Python scalars are immutable, so the same object
     has the same value), each array's entry (`_launch`) the very one it holds (only a live
@@ -74,11 +97,11 @@ def _unchanged(steps: Sequence[Step], writes: Sequence[Any]) -> List[str]:
         "        except AttributeError:",
         "            same = False",
         "        if same:",
-        "            return buf",
+        f"            {done}",
     ]
 
 
-def _tail(steps: Sequence[Step], writes: Sequence[Any], values: List[str]) -> List[str]:
+def _tail(steps: Sequence[Step], writes: Sequence[Any], values: List[str], done: str) -> List[str]:
     """The lines that write the values, after `_unchanged` found something new. When this
     thread's buffer holds exactly these arrays' entries (`buf.arrays`, same objects, so the same
     values) only the scalars are written, each at its offset; otherwise the whole image, and then
@@ -86,7 +109,7 @@ def _tail(steps: Sequence[Step], writes: Sequence[Any], values: List[str]) -> Li
     full = f"pack_into(buf.data, 0{''.join(', ' + v for v in values)})"
     kept = _kept(steps, writes)
     if kept is None:
-        return [full, "return buf"]
+        return [full, done]
     arrays, scalars = kept
     entries = f"({''.join(f'e{i}, ' for i in arrays)})"
     objects = f"({''.join(f'a{i}, ' for i in scalars)})"
@@ -99,14 +122,14 @@ def _tail(steps: Sequence[Step], writes: Sequence[Any], values: List[str]) -> Li
             "    buf.scalars = None",  # until every scalar is written (one may fail)
             *[f"    s{i}(buf.data, o{i}, a{i})" for i in scalars],
             f"    buf.scalars = {objects}",
-            "    return buf",
+            f"    {done}",
         ]
     return lines + [
         "buf.arrays = buf.scalars = None",  # until the whole image is written
         full,
         f"buf.arrays = {entries}",
         f"buf.scalars = {objects}",
-        "return buf",
+        done,
     ]
 
 
@@ -135,26 +158,13 @@ def compile_repack(
     `_last_dims` are the shape this function launches as it is), `ok` (the success status),
     `cu_stream`, `slow` (the `Kernel.launch` method, for another shape) and `checked` (the
     kernel's checked launch, for another pattern or a status other than `ok`)."""
-    n = len(steps)
-    body = [f"if len(args) != {n}: return None"]
-    if n:
-        body.append(", ".join(f"a{i}" for i in range(n)) + ", = args")
-    body += ["try:", "    buf = local.buf", "except AttributeError:", "    buf = buffer()"]
-    body += _unchanged(steps, writes)
-    values = []
-    for i, step in enumerate(steps):
-        checks, expr = _lines(i, step)
-        body += checks
-        values.append(expr)
-    tail = _tail(steps, writes, values)
     if launch is None:
-        src = "def repack(args):\n" + "".join(f"    {line}\n" for line in body + tail)
+        src = "def repack(args):\n" + _indented(_body(steps, writes, _REPACK), 4)
     elif entry is None:
         src = "def repack(args, dims, shared_mem, hstream):\n"
-        src += "".join(f"    {line.replace('return buf', _FIRE)}\n" for line in body + tail)
+        src += _indented(_body(steps, writes, _FIRE), 4)
     else:
-        inner = [_as_entry_line(line) for line in body + tail]
-        src = _ENTRY.format(body="".join(f"            {line}\n" for line in inner))
+        src = _ENTRY.format(body=_indented(_body(steps, writes, _ENTRY_EXITS), 12))
     namespace = dict(names, pack_into=pack_into, local=local, buffer=buffer, **(entry or {}))
     if launch is not None:
         namespace["cu"], namespace["func"] = launch
@@ -170,18 +180,25 @@ def compile_repack(
     return made
 
 
-def _as_entry_line(line: str) -> str:
-    """A line of the repack body as `_ENTRY`'s loop runs it: leave the loop for the checked
-    path where repack returns None, launch and leave it where repack returns its buffer."""
-    return line.replace("return None", "break").replace("return buf", _ENTRY_FIRE)
+def _body(steps: Sequence[Step], writes: Sequence[Any], exits: _Exits) -> List[str]:
+    """The lines that check `args` against the pattern and write this thread's buffer,
+    leaving by `exits`."""
+    n = len(steps)
+    body = [f"if len(args) != {n}: {exits.miss}"]
+    if n:
+        body.append(", ".join(f"a{i}" for i in range(n)) + ", = args")
+    body += ["try:", "    buf = local.buf", "except AttributeError:", "    buf = buffer()"]
+    body += _unchanged(steps, writes, exits.done)
+    values = []
+    for i, step in enumerate(steps):
+        checks, expr = _lines(i, step, exits.miss)
+        body += checks
+        values.append(expr)
+    return body + _tail(steps, writes, values, exits.done)
 
 
-# A fire's launch, where a repack returns its buffer: the dims unpacked, then one positional
-# call (cheaper than spreading a tuple into the call); the status is cuLaunchKernel's own.
-_FIRE = (
-    "gx, gy, gz, bx, by, bz = dims; "
-    "return cu(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, buf.address, 0)[0]"
-)
+def _indented(lines: List[str], spaces: int) -> str:
+    return "".join(f"{' ' * spaces}{line}\n" for line in lines)
 
 
 # A plan's whole launch entry: one Python frame from the caller to `cuLaunchKernel`. The repack
@@ -211,6 +228,3 @@ _ENTRY_DOC = """Launch on `stream` (default: the legacy default stream); asynchr
 
 This kernel's launch for the argument pattern it saw last, generated for it by
 gpu_runtime.launch.repack; another pattern or launch shape takes the checked path."""
-_ENTRY_FIRE = (
-    "status = cu(func, gx, gy, gz, bx, by, bz, shared_mem, hstream, buf.address, 0)[0]; break"
-)

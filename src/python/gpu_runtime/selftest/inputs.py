@@ -167,7 +167,41 @@ class DryBackend:
     def create_stream(self) -> Any:
         return object()
 
+    def load_linked(self, ptx: bytes, inputs: List[Tuple[str, bytes, str]], name: str) -> Any:
+        return name
+
+    def launch_function(self) -> None:
+        return None  # every launch goes to launch_raw, which does nothing
+
     def launch_raw(self, *a: Any) -> None:
+        pass
+
+    def launch_cooperative_raw(self, *a: Any) -> None:
+        pass
+
+    # Occupancy as generous as no device can be: a dry run refuses no grid.
+    def max_active_blocks_per_sm(self, func: Any, block_threads: int, shared_mem: int) -> int:
+        return 1 << 16
+
+    def multiprocessor_count(self) -> int:
+        return 1 << 16
+
+    def max_potential_block_size(self, func: Any, shared_mem: int, limit: int) -> int:
+        return min(limit, 1024) if limit > 0 else 1024
+
+    def begin_capture(self, stream: Any) -> None:
+        pass
+
+    def end_capture(self, stream: Any) -> Any:
+        return "graph"
+
+    def instantiate(self, graph: Any) -> Any:
+        return graph
+
+    def graph_launch(self, graph_exec: Any, stream: Any) -> None:
+        pass
+
+    def destroy_graph(self, graph: Any, graph_exec: Any) -> None:
         pass
 
     def synchronize(self) -> None:
