@@ -81,6 +81,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     a = parser.parse_args()
     work = tempfile.mkdtemp(prefix="jit_start_bench_")
+    rows = timed_rows(a, work, write_scripts(work))
+    times: dict = {name: [] for name in rows}
+    for _ in range(a.runs):  # each row once per round: the machine's noise falls on all alike
+        for name, run in rows.items():
+            times[name].append(run())
+    shutil.rmtree(work, ignore_errors=True)
+    print_table(times, a.runs)
+
+
+def write_scripts(work: str) -> dict:
     scripts = {}
     for name, code in (
         ("context", CONTEXT_ONLY),
@@ -91,6 +101,11 @@ def main() -> None:
         scripts[name] = os.path.join(work, f"jit_bench_{name}.py")  # not numba.py: an import
         with open(scripts[name], "w") as f:
             f.write(code)
+    return scripts
+
+
+def timed_rows(a: argparse.Namespace, work: str, scripts: dict) -> dict:
+    """{row: a function timing one run of it}, each way made warm first where it is warm."""
     py = sys.executable
     base = dict(os.environ, CUDA_CACHE_DISABLE="1", NUMBA_DISABLE_CACHE="1")
     here = os.pathsep.join(
@@ -104,9 +119,9 @@ def main() -> None:
         PEX_MODULE="jit_bench_runtime", PEX_EXTRA_SYS_PATH=work,
     )
     timed([launcher], in_bundle)  # its venv made once, before timing
-    warm_cache = os.path.join(work, "jit_warm")
-    timed([py, scripts["runtime"]], dict(jit, GPU_RUNTIME_JIT_CACHE=warm_cache))
-    rows = {
+    warm = dict(jit, GPU_RUNTIME_JIT_CACHE=os.path.join(work, "jit_warm"))
+    timed([py, scripts["runtime"]], warm)
+    return {
         "context only (cuda.bindings + cuInit + primary context)": lambda: timed(
             [py, scripts["context"]], base
         ),
@@ -114,25 +129,21 @@ def main() -> None:
             [py, scripts["numba"], os.path.abspath(a.kernel)], base
         ),
         "gpu_runtime JIT, cold (empty JIT cache)": lambda: cold(py, scripts["runtime"], jit, work),
-        "gpu_runtime JIT, warm": lambda: timed(
-            [py, scripts["runtime"]], dict(jit, GPU_RUNTIME_JIT_CACHE=warm_cache)
-        ),
+        "gpu_runtime JIT, warm": lambda: timed([py, scripts["runtime"]], warm),
         "bundle, through its launcher (cubin)": lambda: timed([launcher], in_bundle),
         "gpu_runtime JIT, warm, GPU API reached before numpy's import": lambda: timed(
-            [py, scripts["runtime_api_first"]], dict(jit, GPU_RUNTIME_JIT_CACHE=warm_cache)
+            [py, scripts["runtime_api_first"]], warm
         ),
     }
-    times: dict = {name: [] for name in rows}
-    for _ in range(a.runs):
-        for name, run in rows.items():
-            times[name].append(run())
-    shutil.rmtree(work, ignore_errors=True)
+
+
+def print_table(times: dict, runs: int) -> None:
     med = {name: statistics.median(t) for name, t in times.items()}
-    print(f"\n| process start to the first saxpy, median of {a.runs} | s | min-max |")
+    print(f"\n| process start to the first saxpy, median of {runs} | s | min-max |")
     print("|---|---|---|")
     for name, t in times.items():
         print(f"| {name} | {med[name]:.3f} | {min(t):.3f}-{max(t):.3f} |")
-    names = list(rows)
+    names = list(times)
     numba, cold_, warm, bundle = med[names[1]], med[names[2]], med[names[3]], med[names[4]]
     print(f"\nJIT cold / numba-cuda JIT: {cold_ / numba:.2f}x ({(cold_ - numba) * 1000:+.0f} ms); "
           f"goal <= 1.00x: {'met' if cold_ <= numba else 'MISSED'}")

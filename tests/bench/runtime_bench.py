@@ -542,6 +542,19 @@ def main() -> None:
     venv = os.path.join(in_launcher["GPU_BUNDLE_VENVS"], os.listdir(in_launcher["GPU_BUNDLE_VENVS"])[0])
     imports = import_profile(venv, dict(in_launcher, PEX=pex), work)
     split = phases(work, start)
+    launch, skipped = launch_overheads(a, py, pex, base, in_pex)
+    print_table(launch, start, firsts, imports, split, skipped, a)
+    shutil.rmtree(work, ignore_errors=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"launch_us": launch, "startup_s": start, "first_run_s": firsts}, f)
+
+
+def launch_overheads(
+    a: argparse.Namespace, py: str, pex: str, base: dict, in_pex: dict
+) -> tuple:
+    """({row: microseconds per launch}, {peer: why it did not run}): the bundle's launch path
+    in its PEX and with this checkout's gpu_runtime, then numba-cuda and CuPy."""
     n, runs = str(a.launches), str(a.runs)
     launch: dict = {}
     skipped: dict = {}
@@ -553,8 +566,8 @@ def main() -> None:
             raise SystemExit(f"the bundle's own launches failed: {why}")
         cubins = got.pop("cubins")
         launch.update(got)
-        # The same with the machine's python3 (its cuda-bindings and cuda-core) and this checkout's
-        # gpu_runtime: where the cuda.core peer runs.
+        # The same with the machine's python3 (its cuda-bindings and cuda-core) and this
+        # checkout's gpu_runtime: where the cuda.core peer runs.
         src_env = dict(
             base, PYTHONPATH=os.pathsep.join(["src/python", "src/spec", base.get("PYTHONPATH", "")])
         )
@@ -574,11 +587,7 @@ def main() -> None:
                 skipped[name] = why
             else:
                 launch.update(got)
-    print_table(launch, start, firsts, imports, split, skipped, a)
-    shutil.rmtree(work, ignore_errors=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"launch_us": launch, "startup_s": start, "first_run_s": firsts}, f)
+    return launch, skipped
 
 
 if __name__ == "__main__":

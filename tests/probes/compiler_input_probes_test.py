@@ -55,7 +55,7 @@ def capability_on_stdin(line: str) -> Callable[[], str]:
                 return f"FINDING: exit {p.returncode} (2 reads as an old compiler): {err}"
             if os.path.exists(os.path.join(repo, "out")):
                 return f"FINDING: refused, yet wrote out/: {err}"
-            return refused(err)
+            return refused(err, "invalid GPU capability")
         finally:
             shutil.rmtree(repo, ignore_errors=True)
 

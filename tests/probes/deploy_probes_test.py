@@ -291,7 +291,7 @@ def probe_links_not_symlinks(dev: Device) -> str:
             unchanged(before, dest, f"a refused deploy onto a {kind} `{name}`")
         if "move it away" not in lines[-1] or lines[-1] != lines[-2]:
             raise Finding(f"unclear or unstable refusal: {lines[-2:]}")
-    return refused(lines[0])
+    return refused(lines[0], "move it away")
 
 
 def probe_stray_file_in_releases(dev: Device) -> str:
@@ -325,7 +325,7 @@ def probe_disk_full_fake(dev: Device) -> str:
     unchanged(before, dest, "a deploy refused for space")
     if "disk is full" not in line or "needs" not in line:
         raise Finding(f"not a disk-full line: {line}")
-    return refused(line)
+    return refused(line, "disk is full")
 
 
 @contextlib.contextmanager
@@ -369,7 +369,7 @@ def probe_disk_full_real(dev: Device) -> str:
         if "filled up" not in line:
             raise Finding(f"not a disk-full line: {line}")
         dev.ok(bundle, dest)  # and the next deploy, with room again, completes
-    return refused(line)
+    return refused(line, "filled up while sending")
 
 
 def probe_missing_interpreter(dev: Device) -> str:
@@ -379,7 +379,7 @@ def probe_missing_interpreter(dev: Device) -> str:
         lines.append(dev.refusal(bundle, dest, python))
         if "remote_python" not in lines[-1] or dest.exists():
             raise Finding(f"unclear refusal, or the device was written: {lines[-1]}")
-    return refused(lines[0])
+    return refused(lines[0], "is not on the device")
 
 
 def probe_trust(dev: Device) -> str:
@@ -414,7 +414,7 @@ def probe_trust(dev: Device) -> str:
     out = dev.ok(bundle, dest, device)  # signed by the trusted key: deployed, and verified
     if "signature verified on the device" not in out:
         raise Finding(f"a good signature was not verified: {out!r}")
-    return refused(lines[0])
+    return refused(lines[0], "the device trusts only bundles signed by key")
 
 
 def probe_trust_device_side(dev: Device) -> str:
@@ -436,7 +436,7 @@ def probe_trust_device_side(dev: Device) -> str:
     if rc == 0:
         raise Finding("switched to an unsigned release on a device that trusts a key")
     unchanged(before, dest, "a release refused on the device")
-    return refused(failure_line(err.getvalue()))
+    return refused(failure_line(err.getvalue()), "would be refused by the device's runtime")
 
 
 LEDGER = ".deploy-releases.json"
@@ -476,7 +476,7 @@ def probe_damaged_ledger(dev: Device) -> str:
             raise Finding(f"the damaged ledger {text[:40]!r} was not named: {lines[-1]}")
     (dest / LEDGER).write_text(good)
     dev.ok(bundle, dest)  # mended, deploys go on
-    return refused(lines[0])
+    return refused(lines[0], "is damaged")
 
 
 def bundle_of(root: Path, app_size: int) -> Path:
@@ -542,7 +542,7 @@ def probe_concurrent_deploys(dev: Device) -> str:
         raise Finding(f"the refusal does not name the deploy holding the lock: {line}")
     if tree(dest / "current") != tree(a):
         raise Finding("a refused deploy changed `current`")
-    return refused(line)
+    return refused(line, "another deploy to")
 
 
 def probe_identical_redeploy(dev: Device) -> str:
@@ -569,7 +569,7 @@ def probe_local_manifest_not_json(dev: Device) -> str:
     line = dev.refusal(bundle, dest)
     if "manifest.json" not in line or "not JSON" not in line or dest.parent.exists():
         raise Finding(f"unclear refusal, or the device was written: {line}")
-    return refused(line)
+    return refused(line, "is not JSON")
 
 
 def probe_local_special_files(dev: Device) -> str:
@@ -587,7 +587,7 @@ def probe_local_special_files(dev: Device) -> str:
         lines.append(dev.refusal(bundle, dest))
         if f"cache/{name}" not in lines[-1] or must not in lines[-1] or dest.parent.exists():
             raise Finding(f"unclear refusal of a {name}, or the device was written: {lines[-1]}")
-    return refused(lines[0])
+    return refused(lines[0], "in the bundle is a")
 
 
 def probe_destination_with_quote(dev: Device) -> str:
@@ -600,7 +600,7 @@ def probe_destination_with_quote(dev: Device) -> str:
             raise Finding(f"unclear refusal: {lines[-1]}")
         if dest.parent.parent.exists():
             raise Finding(f"a refused destination {odd!r} was written: {lines[-1]}")
-    return refused(lines[0])
+    return refused(lines[0], "not allowed in a destination path")
 
 
 LAUNCHER = """#!/bin/sh
@@ -644,7 +644,7 @@ def probe_prepare_fails(dev: Device) -> str:
     warning = next((x for x in out.splitlines() if "could not prepare" in x), "")
     if cause not in warning or "913 more" in warning:
         raise Finding(f"the cause of a failed prepare was not named: {warning or out!r}")
-    return refused(line)
+    return refused(line, "was not switched to")
 
 
 HANG_S = 30  # a deploy here takes 1-2 s: one that blocks on a FIFO is killed after this
@@ -687,7 +687,7 @@ def probe_device_fifos(dev: Device) -> str:
     sending = re.search(r"Sending (\d+) of (\d+) files", out)
     if not sending or sending.group(1) != sending.group(2):
         raise Finding(f"past a FIFO manifest, not every file was sent: {out!r}")
-    return refused(line)
+    return refused(line, "is a FIFO, not a regular file")
 
 
 def probe_deep_current_manifest(dev: Device) -> str:
@@ -712,7 +712,7 @@ def probe_huge_local_signature(dev: Device) -> str:
     line = dev.refusal(bundle, dest)
     if "over the limit of 65536" not in line or "manifest.json.sig" not in line:
         raise Finding(f"not refused by its size: {line}")
-    return refused(line)
+    return refused(line, "over the limit of 65536")
 
 
 def probe_signing_key_files(dev: Device) -> str:
@@ -741,7 +741,7 @@ def probe_signing_key_files(dev: Device) -> str:
         if run.returncode == 0 or "Traceback" in err or must not in err:
             raise Finding(f"a {kind} key file: exit {run.returncode}: {err.splitlines()[-1:]}")
         lines.append(err)
-    return refused(lines[0])
+    return refused(lines[0], "is a FIFO, not a regular file")
 
 
 # A device whose deploy user cannot read one file of `current` (simulated: the probes may run as
@@ -780,7 +780,7 @@ def probe_unreadable_current_file(dev: Device) -> str:
     unchanged(before, dest, "a deploy refused for an unreadable file")
     if f"cannot read {dest}/" not in line or sobel.name not in line or "read access" not in line:
         raise Finding(f"not named as unreadable: {line}")
-    return refused(line)
+    return refused(line, "cannot read")
 
 
 PROBES: List[Tuple[str, Callable[[Device], str]]] = [

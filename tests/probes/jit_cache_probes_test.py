@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from gpu_runtime.conftest import FakeBackend
 from gpu_runtime.errors import GpuRuntimeError
@@ -315,6 +315,39 @@ def probe_concurrent_tiny_bound(tmp: str) -> str:
     return held(f"8 of 8 processes ran with a bound of 1.5 entries ({one * 3 // 2} bytes)")
 
 
+def _stale_everywhere(
+    jit_cache_at: Callable[[Sequence[str], int], JitKernelCache],
+    spellings: List[Sequence[str]],
+    repo: str,
+    live: Dict[str, Dict[str, bytes]],
+    cases: List[Tuple[str, str, str]],
+    how: str,
+) -> Tuple[str, str]:
+    """Each (library, file, kernel) of `cases` edited or deleted in the checkout in turn: its
+    load is refused as stale under every sys.path spelling, then the file is put back.
+    Returns (a finding, or "", the first refusal)."""
+    first = ""
+    for lib, path, name in cases:
+        if how == "edited":
+            with open(os.path.join(repo, path), "wb") as f:
+                f.write(b"edited after export-codegen")
+        else:
+            os.remove(os.path.join(repo, path))
+        for n, sp in enumerate(spellings, start=1):
+            e = one_line_error(
+                lambda sp=sp, n=n, name=name, lib=lib: jit_cache_at(sp, n)  # type: ignore
+                .kernel(name, lib)
+                .load()
+            )
+            said = "is stale" if how == "edited" else "no longer in"
+            if "is stale" not in e or said not in e or path not in e or "\n" in e:
+                return f"FINDING: {path} {how}, sys.path {sp}: {e!r}", first
+            first = first or e
+        with open(os.path.join(repo, path), "wb") as f:
+            f.write(live[lib][path])
+    return "", first
+
+
 def probe_stale_codegen(tmp: str) -> str:
     """An index that `export-codegen` wrote into dist/codegen before the checkout changed (the
     source, a helper in a subpackage, a header edited; a header or helper deleted) is refused
@@ -350,46 +383,27 @@ def probe_stale_codegen(tmp: str) -> str:
             jit_cache_at(spellings[0], 0).kernel("saxpy", "saxpy").load()  # control: up to date
             if compiles(log) != 1:
                 return "FINDING: an up-to-date export did not compile"
-            first = ""
-            for lib, path, name in [
+            edited = [
                 ("saxpy", f"{K}/saxpy.py", "saxpy"),
                 ("saxpy", f"{K}/pkg/helpers/h.py", "saxpy"),
                 ("sobel", f"{K}/sub/val.cuh", "sobel_magnitude"),
-            ]:
-                with open(os.path.join(repo, path), "wb") as f:
-                    f.write(b"edited after export-codegen")
-                for n, sp in enumerate(spellings, start=1):
-                    e = one_line_error(
-                        lambda sp=sp, n=n, name=name, lib=lib: jit_cache_at(sp, n)  # type: ignore
-                        .kernel(name, lib)
-                        .load()
-                    )
-                    if "is stale" not in e or path not in e or "\n" in e:
-                        return f"FINDING: {path} edited, sys.path {sp}: {e!r}"
-                    first = first or e
-                with open(os.path.join(repo, path), "wb") as f:
-                    f.write(live[lib][path])
+            ]
+            found, first = _stale_everywhere(jit_cache_at, spellings, repo, live, edited, "edited")
+            if found:
+                return found
             # deleted from the checkout but left in dist/codegen (last round's item 9)
-            for lib, path, name in [
+            deleted = [
                 ("sobel", f"{K}/sub/val.cuh", "sobel_magnitude"),
                 ("saxpy", f"{K}/pkg/helpers/h.py", "saxpy"),
-            ]:
-                os.remove(os.path.join(repo, path))
-                for n, sp in enumerate(spellings, start=1):
-                    e = one_line_error(
-                        lambda sp=sp, n=n, name=name, lib=lib: jit_cache_at(sp, n)  # type: ignore
-                        .kernel(name, lib)
-                        .load()
-                    )
-                    if "is stale" not in e or "no longer in" not in e or path not in e:
-                        return f"FINDING: {path} deleted, sys.path {sp}: {e!r}"
-                with open(os.path.join(repo, path), "wb") as f:
-                    f.write(live[lib][path])
+            ]
+            found, _ = _stale_everywhere(jit_cache_at, spellings, repo, live, deleted, "deleted")
+            if found:
+                return found
         finally:
             os.chdir(cwd)
     if compiles(log) != 1:
         return f"FINDING: {compiles(log) - 1} stale compiles"
-    return refused(first)
+    return refused(first, "is stale")
 
 
 def _drop_dac() -> None:
@@ -431,7 +445,7 @@ def probe_read_only_cache(tmp: str) -> str:
                 os.chmod(dirpath, stat.S_IRWXU)
     if compiles(log):
         return "FINDING: it compiled before refusing the read-only cache"
-    return refused(first)
+    return refused(first, "cannot write the JIT cache")
 
 
 def probe_read_only_cache_hit(tmp: str) -> str:
@@ -535,7 +549,7 @@ def probe_unreadable_entry_kept(tmp: str) -> str:
     got = outcome(worker({"index": index, "store": store, "kernels": ["saxpy"]}))
     if got != "OK" or compiles(log) != 1:
         return f"FINDING: readable again: {got}, {compiles(log)} compiles"
-    return refused(first)
+    return refused(first, "cannot read the JIT cache entry")
 
 
 def probe_full_disk(tmp: str) -> str:
@@ -564,7 +578,7 @@ def probe_full_disk(tmp: str) -> str:
     got = outcome(worker({"index": index, "store": store, "kernels": ["saxpy"]}))
     if got != "OK" or len(JitStore(store).entries()) != 1:
         return f"FINDING: with room again: {got}"
-    return refused(first)
+    return refused(first, "No space left on device): free space there")
 
 
 def probe_full_disk_in_the_compile(tmp: str) -> str:
@@ -585,7 +599,7 @@ def probe_full_disk_in_the_compile(tmp: str) -> str:
     got = one_line_error(lambda: jit_cache(index, store).kernel("saxpy").load())
     if got != "FINDING: no error" or len(JitStore(store).entries()) != 1:
         return f"FINDING: with room again: {got}"
-    return refused(e)
+    return refused(e, "No space left on device): free space there")
 
 
 BAD_SIZES = ["abc", " ", "-1", "1e9", "0x10", "1.2.3", "10 XB", "9" * 400, "nan", "1G;rm"]
@@ -614,7 +628,7 @@ def probe_bad_size_setting(tmp: str) -> str:
     )
     if cli.returncode != 2 or len(cli.stderr.strip().splitlines()) != 1:
         return f"FINDING: `cache prune` with a bad size: exit {cli.returncode}: {cli.stderr!r}"
-    return refused(first)
+    return refused(first, "is not a size: set it to a size such as 500M")
 
 
 def in_tmp(probe: Callable[[str], str]) -> Callable[[], str]:

@@ -26,10 +26,10 @@ def held(what: str) -> str:
     return f"held: {what}"
 
 
-def refused(error: object, expect: str = "") -> str:
+def refused(error: object, expect: str) -> str:
     """A refusal, by the error's text: it must be one line (a multi-line error is a finding)
-    and, where the probe names it, hold the phrase it expects (another one-line error, a broken
-    toolchain's say, is a finding too)."""
+    and hold the phrase the probe expects (another one-line error, a broken toolchain's say,
+    is a finding too). "" only where the probe checked the text itself before."""
     text = str(error).strip()
     if not text or "\n" in text or "Traceback" in text:
         return f"FINDING: unclear error: {text!r}"

@@ -94,13 +94,14 @@ class Lab:
                         return True
         return False
 
-    def verdict(self, source: str, *flags: str) -> str:
-        """refused (exit 1, the one line it printed) or held (exit 0, MARK not in the outputs)."""
+    def verdict(self, source: str, flags: Sequence[str], expect: str) -> str:
+        """refused (exit 1, the one line it printed, saying `expect`) or held (exit 0, MARK not
+        in the outputs)."""
         p = self.compile(source, *flags)
         if p.returncode == 1:
             if os.path.exists(os.path.join(self.repo, "out")):
                 return "FINDING: refused, yet wrote outputs"
-            return refused(p.stderr)
+            return refused(p.stderr, expect)
         if p.returncode == 0:
             if self.outputs_hold_mark():
                 return "FINDING: the host's value reached the outputs"
@@ -108,25 +109,36 @@ class Lab:
         return "FINDING: exit %d: %s" % (p.returncode, p.stderr.strip()[-300:])
 
 
-def _probe(build: Callable[[Lab], Tuple[str, Sequence[str]]]) -> Callable[[], str]:
+def _probe(build: Callable[[Lab], Tuple[str, Sequence[str]]], expect: str) -> Callable[[], str]:
+    """The probe of the source `build` writes: held, or refused saying `expect`."""
+
     def run() -> str:
         top = tempfile.mkdtemp(prefix="sandbox-probe-")
         try:
             lab = Lab(top)
             source, flags = build(lab)
-            return lab.verdict(source, *flags)
+            return lab.verdict(source, flags, expect)
         finally:
             shutil.rmtree(top, ignore_errors=True)
 
     return run
 
 
-def _cu(directive: Callable[[Lab], str]) -> Callable[[], str]:
-    return _probe(lambda lab: (lab.source("k/k.cu", directive(lab) + KERNEL_CU), []))
+def _cu(directive: Callable[[Lab], str], expect: str) -> Callable[[], str]:
+    return _probe(lambda lab: (lab.source("k/k.cu", directive(lab) + KERNEL_CU), []), expect)
 
 
-def _py(head: Callable[[Lab], str]) -> Callable[[], str]:
-    return _probe(lambda lab: (lab.source("k/k.py", head(lab) + KERNEL_PY), ["--sys-path", "."]))
+def _py(head: Callable[[Lab], str], expect: str) -> Callable[[], str]:
+    build = lambda lab: (lab.source("k/k.py", head(lab) + KERNEL_PY), ["--sys-path", "."])  # noqa
+    return _probe(build, expect)
+
+
+# What each kind of refusal says.
+OUTSIDE = "outside the compile's inputs"
+ABSOLUTE = "an absolute include names a file of the build machine"
+COMPUTED = "computed include #include H: the header it names cannot be checked"
+NOT_FOUND = 'cannot find header "vendor/host.cuh": it is neither an input of the compile'
+STOPPED = "the compile did not finish within %s s: it was still running line" % DEADLINE
 
 
 def _symlinked(lab: Lab) -> Tuple[str, Sequence[str]]:
@@ -148,16 +160,13 @@ def _blocking(head: str, before: Callable[[Lab], None] = lambda lab: None) -> Ca
             DEADLINE,
         ]
 
-    probe = _probe(build)
+    probe = _probe(build, STOPPED)
 
     def run() -> str:
         result = probe()
-        want = ": error: the compile did not finish within %s s: it was still running line" % (
-            DEADLINE
-        )
-        if result.startswith("refused: k/k.py:") and want in result:
+        if result.startswith("refused: k/k.py:") or result.startswith("FINDING"):
             return result
-        return "FINDING: expected k/k.py:<line>%s..., got %s" % (want, result)
+        return "FINDING: expected k/k.py:<line>: error: %s..., got %s" % (STOPPED, result)
 
     return run
 
@@ -165,20 +174,14 @@ def _blocking(head: str, before: Callable[[Lab], None] = lambda lab: None) -> Ca
 def _exits() -> Callable[[], str]:
     """A numba module that calls sys.exit(0) at import: refused at that line, not a compile
     that exits 0 having written nothing."""
-    probe = _py(lambda lab: "import sys\n\nsys.exit(0)\n")
+    want = "sm_90: k/k.py:3: error: the kernel module called sys.exit(0) while"
+    probe = _py(lambda lab: "import sys\n\nsys.exit(0)\n", want)
 
     def run() -> str:
         result = probe()
-        want = "refused: sm_90: k/k.py:3: error: the kernel module called sys.exit(0) while"
-        return (
-            result
-            if result.startswith(want)
-            else "FINDING: expected %r, got %s"
-            % (
-                want,
-                result,
-            )
-        )
+        if result.startswith("refused: " + want) or result.startswith("FINDING"):
+            return result
+        return "FINDING: expected %r, got %s" % (want, result)
 
     return run
 
@@ -262,7 +265,7 @@ def _tree(root: str) -> dict:
 PROBES = [
     # The longest (20 compiles) first: with 2 at a time, the others run beside it.
     ("example kernels still compile", _examples),
-    ("include: absolute", _cu(lambda lab: '#include "%s"\n' % lab.host("host.cuh"))),
+    ("include: absolute", _cu(lambda lab: '#include "%s"\n' % lab.host("host.cuh"), ABSOLUTE)),
     (
         "numba: import blocks on a FIFO read",
         _blocking(
@@ -274,37 +277,48 @@ PROBES = [
     ("numba: sys.exit(0) at import", _exits()),
     (
         "include: comment between # and include",
-        _cu(lambda lab: '#/* c */include "%s"\n' % lab.host("host.cuh")),
+        _cu(lambda lab: '#/* c */include "%s"\n' % lab.host("host.cuh"), OUTSIDE),
     ),
     (
         "include: backslash-newline in the directive",
-        _cu(lambda lab: '#inc\\\nlude "%s"\n' % lab.host("host.cuh")),
+        _cu(lambda lab: '#inc\\\nlude "%s"\n' % lab.host("host.cuh"), OUTSIDE),
     ),
-    ("include: digraph %:include", _cu(lambda lab: '%%:include "%s"\n' % lab.host("host.cuh"))),
-    ("include: a macro", _cu(lambda lab: '#define H "%s"\n#include H\n' % lab.host("host.cuh"))),
+    (
+        "include: digraph %:include",
+        _cu(lambda lab: '%%:include "%s"\n' % lab.host("host.cuh"), OUTSIDE),
+    ),
+    (
+        "include: a macro",
+        _cu(lambda lab: '#define H "%s"\n#include H\n' % lab.host("host.cuh"), COMPUTED),
+    ),
     (
         "include: a macro behind a comment",
-        _cu(lambda lab: '#define H "%s"\n# /**/ include H\n' % lab.host("host.cuh")),
+        _cu(lambda lab: '#define H "%s"\n# /**/ include H\n' % lab.host("host.cuh"), OUTSIDE),
     ),
     (
         "__has_include of a host header",
         _cu(
             lambda lab: '#if __has_include("%s")\n#include "%s"\n#else\n#define VAL 1\n#endif\n'
-            % (lab.host("host.cuh"), lab.host("host.cuh"))
+            % (lab.host("host.cuh"), lab.host("host.cuh")),
+            ABSOLUTE,
         ),
     ),
     (
         "__has_include behind a backslash-newline",
         _cu(
             lambda lab: '#if __has_inc\\\nlude("%s")\n#define VAL %s\n#else\n#define VAL 1\n'
-            "#endif\n" % (lab.host("host.cuh"), MARK)
+            "#endif\n" % (lab.host("host.cuh"), MARK),
+            OUTSIDE,
         ),
     ),
-    ("include: symlink in the sandbox pointing out", _probe(_symlinked)),
-    ("include: ../ out of the sandbox", _cu(lambda lab: '#include "../../outside/host.cuh"\n')),
+    ("include: symlink in the sandbox pointing out", _probe(_symlinked, NOT_FOUND)),
+    (
+        "include: ../ out of the sandbox",
+        _cu(lambda lab: '#include "../../outside/host.cuh"\n', OUTSIDE),
+    ),
     (
         "include: ../ behind a comment",
-        _cu(lambda lab: '#/**/include "../../outside/host.cuh"\n'),
+        _cu(lambda lab: '#/**/include "../../outside/host.cuh"\n', OUTSIDE),
     ),
     (
         "numba: appends to its own input",
@@ -321,11 +335,14 @@ PROBES = [
     ),
     (
         "numba: os.listdir of a host dir",
-        _py(lambda lab: "import os\n\nV = float(len(os.listdir(%r)) + %s)\n" % (lab.outside, MARK)),
+        _py(
+            lambda lab: "import os\n\nV = float(len(os.listdir(%r)) + %s)\n" % (lab.outside, MARK),
+            OUTSIDE,
+        ),
     ),
     (
         "numba: open a host file",
-        _py(lambda lab: "V = float(open(%r).read())\n" % lab.host("secret.txt")),
+        _py(lambda lab: "V = float(open(%r).read())\n" % lab.host("secret.txt"), OUTSIDE),
     ),
     (
         "numba: ctypes libc open",
@@ -334,7 +351,8 @@ PROBES = [
             "fd = libc.open(%r.encode(), 0)\nif fd < 0:\n    e = ctypes.get_errno()\n"
             "    raise OSError(e, os.strerror(e), %r)\nbuf = ctypes.create_string_buffer(64)\n"
             "libc.read(fd, buf, 64)\nV = float(buf.value)\n"
-            % (lab.host("secret.txt"), lab.host("secret.txt"))
+            % (lab.host("secret.txt"), lab.host("secret.txt")),
+            OUTSIDE,
         ),
     ),
     (
@@ -343,14 +361,16 @@ PROBES = [
             lambda lab: "import ctypes\n\nlibc = ctypes.CDLL(None)\n"
             "buf = ctypes.create_string_buffer(64)\n"
             "libc.read(libc.open(%r.encode(), 0), buf, 64)\nV = float(buf.value or b'1')\n"
-            % lab.host("secret.txt")
+            % lab.host("secret.txt"),
+            OUTSIDE,
         ),
     ),
     (
         "numba: child process cat",
         _py(
             lambda lab: "import subprocess\n\nV = float(subprocess.check_output(['cat', %r]))\n"
-            % lab.host("secret.txt")
+            % lab.host("secret.txt"),
+            OUTSIDE,
         ),
     ),
     (
@@ -358,7 +378,8 @@ PROBES = [
         _py(
             lambda lab: "import subprocess\n\ntry:\n"
             "    V = float(subprocess.check_output(['/bin/sh', '-c', 'cat %s']))\n"
-            "except Exception:\n    V = 1.0\n" % lab.host("secret.txt")
+            "except Exception:\n    V = 1.0\n" % lab.host("secret.txt"),
+            OUTSIDE,
         ),
     ),
     (
@@ -367,14 +388,16 @@ PROBES = [
             lambda lab: "import importlib.util\n\n"
             "spec = importlib.util.spec_from_file_location('vendmod', %r)\n"
             "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nV = m.V\n"
-            % lab.host("vendmod.py")
+            % lab.host("vendmod.py"),
+            OUTSIDE,
         ),
     ),
     (
         "numba: sys.path entry on the host",
         _py(
             lambda lab: "import sys\n\nsys.path.insert(0, %r)\nfrom vendmod import V  # noqa\n"
-            % lab.outside
+            % lab.outside,
+            OUTSIDE,
         ),
     ),
 ]

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 import zlib
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from gpu_spec.bundle_files import MANIFEST_PATH, SIGNATURE_PATH, bundle_file_digests
 from gpu_spec.safe_read import (
@@ -459,12 +459,27 @@ def deploy_locked(
             f"and only {state['free']} are free: free at least {needed - state['free']} bytes "
             "there (e.g. old releases or other files) and deploy again; nothing was sent"
         )
+    release = release_id(files[MANIFEST_PATH][0])
+    send, done = stage_and_send(args, remote, files, state, release, needed)
+    report_switch(remote, files, release, send, done)
+    return 0
+
+
+def stage_and_send(
+    args: argparse.Namespace,
+    remote: Remote,
+    files: Dict[str, Tuple[str, int]],
+    state: Dict[str, Any],
+    release: str,
+    needed: int,
+) -> Tuple[List[str], Dict[str, Any]]:
+    """(the files sent, `finish`'s answer): the release staged beside `current` from what the
+    device already has, the rest sent, then checked and switched to on the device. Any failure
+    removes the staged release; `current` is then unchanged."""
     current, problem = current_digests(remote.host, state)
     if problem:
         warn(problem)
     copies, send = plan(files, current)
-    manifest_sha = files[MANIFEST_PATH][0]
-    release = release_id(manifest_sha)
     dirs = sorted({os.path.dirname(p) for p in files if "/" in p})
     staged = remote.call("stage", release=release, dirs=dirs, copies=copies, needed=needed)
     try:
@@ -474,25 +489,14 @@ def deploy_locked(
                 f"match its manifest; sending them again: {', '.join(staged['resend'])}"
             )
         send = sorted(set(send) | set(staged["resend"]))
-        reused = len(files) - len(send)
         sent_bytes = sum(files[p][1] for p in send)
         print(
             f"Sending {len(send)} of {len(files)} files ({sent_bytes} bytes) to "
-            f"{where}/releases/{release}; {reused} unchanged "
-            f"(copied on the device from {state['current'] or 'nothing'})",
+            f"{remote.host}:{remote.base}/releases/{release}; {len(files) - len(send)} "
+            f"unchanged (copied on the device from {state['current'] or 'nothing'})",
             flush=True,
         )
-        try:
-            remote.put(args.bundle, staged["partial"], send)
-        except SendError as e:
-            free = remote.call("abort", release=release)["free"]
-            if free < sent_bytes:
-                raise DeployError(
-                    f"the device's disk at {remote.base} filled up while sending ({e}): "
-                    f"{free} bytes were left; the new release needs {needed} bytes: free that "
-                    "much there (e.g. old releases or other files) and deploy again"
-                ) from None
-            raise
+        send_staged(args, remote, staged["partial"], send, release, sent_bytes, needed)
         done = remote.call(
             "finish", release=release, needed=needed, files={p: s for p, (s, _) in files.items()}
         )
@@ -508,6 +512,39 @@ def deploy_locked(
             "the staged release does not match the bundle (removed it; `current` is unchanged): "
             + "; ".join(done["problems"])
         )
+    return send, done
+
+
+def send_staged(
+    args: argparse.Namespace,
+    remote: Remote,
+    partial: str,
+    send: List[str],
+    release: str,
+    sent_bytes: int,
+    needed: int,
+) -> None:
+    """Sends `send` into the staged release; a disk that fills up meanwhile is named as such."""
+    try:
+        remote.put(args.bundle, partial, send)
+    except SendError as e:
+        free = remote.call("abort", release=release)["free"]
+        if free < sent_bytes:
+            raise DeployError(
+                f"the device's disk at {remote.base} filled up while sending ({e}): "
+                f"{free} bytes were left; the new release needs {needed} bytes: free that "
+                "much there (e.g. old releases or other files) and deploy again"
+            ) from None
+        raise
+
+
+def report_switch(
+    remote: Remote,
+    files: Dict[str, Tuple[str, int]],
+    release: str,
+    send: List[str],
+    done: Dict[str, Any],
+) -> None:
     for line in done["warnings"]:
         warn(line)
     for name, seconds in sorted(done.get("prepared", {}).items()):
@@ -516,13 +553,13 @@ def deploy_locked(
             f"the release's first run starts warm)",
             flush=True,
         )
+    sent_bytes = sum(files[p][1] for p in send)
     print(
         f"Sent {len(send)} files, {sent_bytes} bytes. {remote.base}/current -> releases/{release}"
         f" (verified: {len(files)} files; {done['trust']}); previous: "
         f"{done['previous'] or 'none'}",
         flush=True,
     )
-    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:

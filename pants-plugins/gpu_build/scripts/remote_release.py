@@ -1,7 +1,7 @@
 """The device side of `pants experimental-deploy`: run over ssh, standard library and gpu_spec.
 
 The deploy tool sends this module and gpu_spec's sources in one `python3 -` program with one
-request (`deploy_tool.remote_program`). Commands, each answering one JSON line; a failure is
+request (`deploy_tool.Remote.program`). Commands, each answering one JSON line; a failure is
 {"error": "<one line: the cause and the fix>"}, never a traceback:
 
 - lock:   `<base>/.deploy.lock` taken (fcntl.flock) and held until the deploy tool closes this
@@ -630,7 +630,33 @@ def lock(req: dict) -> None:
     check_layout(base)
     made = _makedirs(base)
     path = os.path.join(base, LOCK)
-    wait = max(float(req.get("wait", 0)), 0.0)
+    fd = _take_lock(base, path, max(float(req.get("wait", 0)), 0.0))
+    try:
+        info = {
+            "pid": os.getpid(),
+            "tool_pid": req.get("tool_pid"),
+            "tool_host": req.get("tool_host"),
+            "since": time.time(),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        sys.stdout.write(json.dumps({"locked": path}) + "\n")
+        sys.stdout.flush()
+        sys.stdin.read()  # until the deploy tool is done (or its ssh session ends)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)  # while locked: no other deploy holds this file
+        os.close(fd)
+        for d in reversed(made):
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+
+
+def _take_lock(base: str, path: str, wait: float) -> int:
+    """The descriptor of `path`, flocked by this process; after `wait` seconds of another
+    deploy holding it, ReleaseError naming that deploy."""
     deadline = time.monotonic() + wait
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -653,29 +679,8 @@ def lock(req: dict) -> None:
         except FileNotFoundError:
             now = None
         if now is not None and (now.st_dev, now.st_ino) == (mine.st_dev, mine.st_ino):
-            break
+            return fd
         os.close(fd)  # its holder removed it as it let go: lock the one at `path` now
-    try:
-        info = {
-            "pid": os.getpid(),
-            "tool_pid": req.get("tool_pid"),
-            "tool_host": req.get("tool_host"),
-            "since": time.time(),
-        }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        sys.stdout.write(json.dumps({"locked": path}) + "\n")
-        sys.stdout.flush()
-        sys.stdin.read()  # until the deploy tool is done (or its ssh session ends)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)  # while locked: no other deploy holds this file
-        os.close(fd)
-        for d in reversed(made):
-            try:
-                os.rmdir(d)
-            except OSError:
-                break
 
 
 COMMANDS: Dict[str, Callable[[dict], Optional[dict]]] = {

@@ -178,9 +178,9 @@ def test_an_ambiguous_bundle_name_is_refused_without_compiling(
     )
     cache_dir = write_bundle(str(tmp_path / "dist" / "b"), specs)
     monkeypatch.setenv("GPU_RUNTIME_JIT_CACHE", str(tmp_path / "jit"))
-    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
-    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
-    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(), compiler=fake_compiler
+    )
     with pytest.raises(AmbiguousKernelError, match="use one of saxpy.saxpy, saxpy64.saxpy"):
         cache.kernel("saxpy")
     assert compiles(compile_log) == 0
@@ -532,21 +532,25 @@ def _bundle_and_index(tmp_path, index_dir, monkeypatch, caps=("sm_90",)):
 
 def test_strict_bundle_never_compiles(index_dir, tmp_path, compile_log, monkeypatch):
     cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
-    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
-    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
     strict = gpu_runtime.open_cache(
-        cache_dir, strict=True, kernels_path=[index_dir], backend=FakeBackend()
+        cache_dir,
+        strict=True,
+        kernels_path=[index_dir],
+        backend=FakeBackend(),
+        compiler=fake_compiler,
     )
     with pytest.raises(KernelNotFoundError, match="sobel_magnitude"):
         strict.kernel("sobel_magnitude")
     old_gpu = FakeBackend(capability=(8, 0))
     strict = gpu_runtime.open_cache(
-        cache_dir, strict=True, kernels_path=[index_dir], backend=old_gpu
+        cache_dir, strict=True, kernels_path=[index_dir], backend=old_gpu, compiler=fake_compiler
     )
     with pytest.raises(NoCompatibleVariantError, match=r"saxpy[\s\S]*sm_80|sm_80[\s\S]*saxpy"):
         strict.kernel("saxpy").load()
     monkeypatch.setenv("GPU_RUNTIME_STRICT", "1")
-    env_strict = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    env_strict = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(), compiler=fake_compiler
+    )
     with pytest.raises(KernelNotFoundError):
         env_strict.kernel("sobel_magnitude")
     assert compiles(compile_log) == 0
@@ -556,15 +560,18 @@ def test_bundle_with_a_compiler_fills_its_gaps_when_not_strict(
     index_dir, tmp_path, compile_log, monkeypatch
 ):
     cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
-    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
-    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
-    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(), compiler=fake_compiler
+    )
     cache.kernel("saxpy").load()  # in the bundle
     assert compiles(compile_log) == 0
     assert "from bundle cubin" in cache.describe()
     cache.kernel("sobel_magnitude").load()  # not in the bundle: compiled
     old = gpu_runtime.open_cache(
-        cache_dir, kernels_path=[index_dir], backend=FakeBackend(capability=(8, 0))
+        cache_dir,
+        kernels_path=[index_dir],
+        backend=FakeBackend(capability=(8, 0)),
+        compiler=fake_compiler,
     )
     old.kernel("saxpy").load()  # no variant for sm_80 in the bundle: compiled
     assert compiles(compile_log) == 2
@@ -572,9 +579,11 @@ def test_bundle_with_a_compiler_fills_its_gaps_when_not_strict(
 
 def test_device_bundle_without_compiler_never_compiles(index_dir, tmp_path, monkeypatch):
     cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
-    monkeypatch.setattr("gpu_runtime.api.find_compiler", lambda: None)
     cache = gpu_runtime.open_cache(
-        cache_dir, kernels_path=[index_dir], backend=FakeBackend(capability=(8, 0))
+        cache_dir,
+        kernels_path=[index_dir],
+        backend=FakeBackend(capability=(8, 0)),
+        compiler=lambda: None,
     )
     with pytest.raises(NoCompatibleVariantError):
         cache.kernel("saxpy").load()
@@ -619,13 +628,13 @@ def test_a_trusted_signed_bundle_never_falls_back_to_jit(
     from gpu_runtime.bundle.trust_test import pin_keys, public_hex, sign
 
     cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
-    monkeypatch.setattr("gpu_runtime.api.find_compiler", fake_compiler)
-    monkeypatch.setattr("gpu_runtime.jit.cache.find_compiler", fake_compiler)
     key = Ed25519PrivateKey.generate()
     sign(cache_dir, key)
     pin_keys(monkeypatch, str(tmp_path / "app_code"), public_hex(key))
     a100 = FakeBackend(capability=(8, 0), name="NVIDIA A100")
-    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=a100)
+    cache = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=a100, compiler=fake_compiler
+    )
     with pytest.raises(NoCompatibleVariantError) as e:
         cache.kernel("saxpy").load()
     text = str(e.value)
@@ -634,6 +643,8 @@ def test_a_trusted_signed_bundle_never_falls_back_to_jit(
     with pytest.raises(KernelNotFoundError, match="never JIT-compiled"):
         cache.kernel("sobel_magnitude")
     assert compiles(compile_log) == 0 and a100.loads == []
-    cache = gpu_runtime.open_cache(cache_dir, kernels_path=[index_dir], backend=FakeBackend())
+    cache = gpu_runtime.open_cache(
+        cache_dir, kernels_path=[index_dir], backend=FakeBackend(), compiler=fake_compiler
+    )
     cache.kernel("saxpy").load()  # the GPU it covers: its own signed cubin
     assert compiles(compile_log) == 0
