@@ -16,6 +16,7 @@ from gpu_build.util_rules import (
     bundle_signing,
     compile_kernel,
     jit_index,
+    script_tool,
     toolchain,
 )
 
@@ -46,6 +47,7 @@ def bundle_rules():
         *bundle_signing.rules(),
         *bundle_cache.rules(),
         *bundle_archive.rules(),
+        *script_tool.rules(),
         *package_bundle.rules(),
         *run_bundle.rules(),
         *deploy.rules(),

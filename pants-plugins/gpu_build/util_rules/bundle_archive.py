@@ -1,34 +1,24 @@
 """The bundle as one byte-reproducible `.tar.gz` beside its directory (the `archive` field).
 
-Like Pants' `CreateArchive`, with no timestamps, owners or order of the filesystem in the bytes.
+The archive is written by `scripts/tar_bundle.py` in a process, from the bundle's digest: the
+bundle (its app PEX and wheels, tens of MB) never passes through the engine's memory as
+`DigestContents`, and the archive is cached like any process.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
-import tarfile
 from dataclasses import dataclass
-from typing import IO, Iterable, cast
 
-from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent
-from pants.engine.rules import Get, collect_rules, rule
+from pants.backend.python.util_rules.pex import VenvPex, VenvPexProcess
+from pants.engine.fs import AddPrefix, Digest, RemovePrefix
+from pants.engine.process import ProcessResult
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
+from gpu_build.util_rules.script_tool import ScriptTool, ScriptToolRequest
 
-def deterministic_tar_gz(files: Iterable[FileContent]) -> bytes:
-    """A .tar.gz of `files` whose bytes depend on their paths and contents only."""
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz:
-        # GzipFile is a binary file object; typeshed's IO[bytes] does not say so.
-        with tarfile.open(fileobj=cast(IO[bytes], gz), mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for file in sorted(files, key=lambda f: f.path):
-                info = tarfile.TarInfo(file.path)
-                info.size = len(file.content)
-                info.mode = 0o755 if file.is_executable else 0o644
-                info.mtime = 0
-                info.uname = info.gname = ""
-                tar.addfile(info, io.BytesIO(file.content))
-    return buffer.getvalue()
+SCRIPT = "tar_bundle.py"
+IN_DIR = "__bundle"
+OUT_DIR = "__archive"
 
 
 @dataclass(frozen=True)
@@ -37,11 +27,26 @@ class CreateDeterministicTarGz:
     output_filename: str
 
 
-@rule
+def archive_process(tool: VenvPex, digest: Digest, output_filename: str) -> VenvPexProcess:
+    """Archives `digest`, whose files are under `IN_DIR/`, to `OUT_DIR/<output_filename>`."""
+    return VenvPexProcess(
+        tool,
+        argv=(IN_DIR, f"{OUT_DIR}/{output_filename}"),
+        input_digest=digest,
+        output_directories=(OUT_DIR,),
+        description=f"Archive the bundle as {output_filename}",
+    )
+
+
+@rule(desc="Archive a deploy bundle")
 async def create_deterministic_tar_gz(request: CreateDeterministicTarGz) -> Digest:
-    contents = await Get(DigestContents, Digest, request.digest)
-    archive = FileContent(request.output_filename, deterministic_tar_gz(contents))
-    return await Get(Digest, CreateDigest([archive]))
+    tool, prefixed = await MultiGet(
+        Get(ScriptTool, ScriptToolRequest(SCRIPT)),
+        Get(Digest, AddPrefix(request.digest, IN_DIR)),
+    )
+    process = archive_process(tool.pex, prefixed, request.output_filename)
+    result = await Get(ProcessResult, VenvPexProcess, process)
+    return await Get(Digest, RemovePrefix(result.output_digest, OUT_DIR))
 
 
 def rules():

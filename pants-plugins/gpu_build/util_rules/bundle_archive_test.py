@@ -1,16 +1,26 @@
-"""Pure tests of the bundle's reproducible archive."""
+"""Pure tests of the bundle's reproducible archive: the script's bytes and the process."""
 
 from __future__ import annotations
 
 import gzip
 import io
+import os
 import random
 import struct
 import tarfile
+from pathlib import Path
+from typing import Iterable
 
-from pants.engine.fs import FileContent
+from pants.engine.fs import Digest, FileContent
 
-from gpu_build.util_rules.bundle_archive import deterministic_tar_gz
+from gpu_build.scripts import tar_bundle
+from gpu_build.util_rules.bundle_archive import IN_DIR, OUT_DIR, archive_process
+from gpu_build_testutil.venv_pex import fake_venv_pex
+
+
+def deterministic_tar_gz(files: Iterable[FileContent]) -> bytes:
+    return tar_bundle.deterministic_tar_gz((f.path, f.content, f.is_executable) for f in files)
+
 
 # -----------------------------------------------------------------------------------------------
 # deterministic_tar_gz
@@ -83,3 +93,25 @@ def test_tar_gz_empty() -> None:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         assert tar.getmembers() == []
     assert gzip.decompress(data)  # a valid (end-of-archive) tar stream
+
+
+def test_the_script_archives_a_tree_as_its_files_say(tmp_path: Path) -> None:
+    root = tmp_path / IN_DIR
+    for f in FILES:
+        path = root / f.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(f.content)
+        os.chmod(path, 0o755 if f.is_executable else 0o600)  # the umask's bits do not count
+    out = tmp_path / OUT_DIR / "b.tar.gz"
+    assert tar_bundle.main([str(root), str(out)]) == 0
+    assert out.read_bytes() == deterministic_tar_gz(FILES)
+
+
+def test_archive_process() -> None:
+    tool = fake_venv_pex("gpu_bundle_tar_bundle.pex")
+    bundle = Digest("3" * 64, 300)
+    process = archive_process(tool, bundle, "imaging_orin.tar.gz")
+    assert process.venv_pex is tool and process.input_digest is bundle
+    assert process.argv == (IN_DIR, f"{OUT_DIR}/imaging_orin.tar.gz")
+    assert process.output_directories == (OUT_DIR,) and process.output_files is None
+    assert process.description == "Archive the bundle as imaging_orin.tar.gz"

@@ -22,10 +22,8 @@ from pants.backend.python.goals.package_pex_binary import (
     PexBinaryFieldSet,
     PexFromTargetsRequestForBuiltPackage,
 )
-from pants.backend.python.subsystems.setup import PythonSetup
-from pants.backend.python.target_types import EntryPoint, PexCompletePlatformsField, PexLayout
-from pants.backend.python.util_rules.interpreter_constraints import InterpreterConstraints
-from pants.backend.python.util_rules.pex import Pex, PexRequest, VenvPex, VenvPexProcess
+from pants.backend.python.target_types import PexCompletePlatformsField, PexLayout
+from pants.backend.python.util_rules.pex import Pex, VenvPex, VenvPexProcess
 from pants.backend.python.util_rules.pex_from_targets import PexFromTargetsRequest
 from pants.backend.python.util_rules.python_sources import (
     PythonSourceFiles,
@@ -47,12 +45,12 @@ from pants.engine.process import ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Dependencies, DependenciesRequest, Target, Targets
 from pants.util.frozendict import FrozenDict
-from pants.util.resources import read_resource
 
 from gpu_build.subsystems.bundle import GpuBundle
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.util_rules.bundle_launcher import app_pex_filename, pex_identity
+from gpu_build.util_rules.script_tool import ScriptTool, ScriptToolRequest
 from gpu_spec.signature import PINNED_KEYS_FILE, pinned_keys_module_source
 
 SCRIPT = "strip_pex.py"
@@ -97,33 +95,12 @@ class StrippedPex:
     files: FrozenDict[str, str]  # {path under the PEX ("" for a zipapp): sha256}
 
 
-@dataclass(frozen=True)
-class StripTool:
-    pex: VenvPex
-
-
-@rule(desc="Build the PEX-stripping tool")
-async def strip_tool(python_setup: PythonSetup) -> StripTool:
-    script = FileContent(SCRIPT, read_resource("gpu_build.scripts", SCRIPT))
-    pex = await Get(
-        VenvPex,
-        PexRequest(
-            output_filename="gpu_bundle_strip_pex.pex",
-            internal_only=True,
-            interpreter_constraints=InterpreterConstraints(python_setup.interpreter_constraints),
-            sources=await Get(Digest, CreateDigest([script])),
-            main=EntryPoint(SCRIPT[: -len(".py")]),
-        ),
-    )
-    return StripTool(pex)
-
-
 @rule(desc="Strip a PEX's wheels")
 async def strip_pex(request: StripPexRequest) -> StrippedPex:
     """Always run, even with nothing to strip: pex copies whatever bytecode an earlier run left
     in its installed wheels under PEX_ROOT, and the modes of whichever umask installed them, so
     only the normalised PEX is the same bytes on every machine (see scripts/strip_pex.py)."""
-    tool = await Get(StripTool)
+    tool = await Get(ScriptTool, ScriptToolRequest(SCRIPT))
     process = strip_process(
         tool.pex,
         request.digest,

@@ -4,12 +4,9 @@ docker_binary_test does); scripts/strip_pex_test.py tests what it runs."""
 from __future__ import annotations
 
 import types
-from pathlib import PurePath
 
 import pytest
-from pants.backend.python.util_rules.pex import Script, VenvPex
 from pants.engine.fs import Digest
-from pants.util.frozendict import FrozenDict
 
 from gpu_build.subsystems.bundle import DEFAULT_STRIP
 from gpu_build.util_rules.bundle_field_set import DeployBundleError
@@ -19,19 +16,12 @@ from gpu_build.util_rules.bundle_pex import (
     refuse_jit_fallback_if_signed,
     strip_process,
 )
+from gpu_build_testutil.venv_pex import fake_venv_pex
 from gpu_spec.signature import SignatureFormatError, pinned_keys_of
 
 
 def test_strip_process_reads_the_pex_and_writes_it_under_its_own_directory() -> None:
-    tool = VenvPex(
-        digest=Digest("1" * 64, 100),
-        append_only_caches=None,
-        pex_filename="gpu_bundle_strip_pex.pex",
-        pex=Script(PurePath("gpu_bundle_strip_pex.pex_pex_shim.sh")),
-        python=Script(PurePath("gpu_bundle_strip_pex.pex_python_shim.sh")),
-        bin=FrozenDict(),
-        venv_rel_dir="venvs/abc",
-    )
+    tool = fake_venv_pex("gpu_bundle_strip_pex.pex")
     pex = Digest("2" * 64, 300)
     process = strip_process(
         tool, pex, "imaging_h200/app.pex", DEFAULT_STRIP, -1, "src/python/imaging:imaging_h200"

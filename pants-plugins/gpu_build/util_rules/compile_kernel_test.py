@@ -6,17 +6,15 @@ without the engine; targets are constructed directly (Pants' own field checks ru
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import Any
 
 import pytest
-from pants.backend.python.util_rules.pex import Script, VenvPex, VenvPexProcess
+from pants.backend.python.util_rules.pex import VenvPexProcess
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest
 from pants.engine.process import ProcessCacheScope
 from pants.option.ranked_value import Rank, RankedValue
 from pants.testutil.option_util import create_subsystem
-from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from gpu_build.subsystems.toolchains import GpuToolchains, InvalidDefaultCapabilitiesError
@@ -46,6 +44,7 @@ from gpu_build.util_rules.toolchain import (
     UnknownToolchainError,
     toolchain_spec,
 )
+from gpu_build_testutil.venv_pex import fake_venv_pex
 from gpu_spec.compile.options import CompileOptions
 
 CUDA13 = ToolchainSpec(name="cuda13", resolve="cuda13", cuda="13.0")
@@ -83,15 +82,7 @@ def test_top_level_entries_are_each_input_once() -> None:
 
 
 def test_compile_process() -> None:
-    pex = VenvPex(
-        digest=Digest("1" * 64, 100),
-        append_only_caches=None,
-        pex_filename="gpu_toolchain_cuda12.pex",
-        pex=Script(PurePath("gpu_toolchain_cuda12.pex_pex_shim.sh")),
-        python=Script(PurePath("gpu_toolchain_cuda12.pex_python_shim.sh")),
-        bin=FrozenDict(),
-        venv_rel_dir="venvs/abc",
-    )
+    pex = fake_venv_pex("gpu_toolchain_cuda12.pex")
     sources = Digest("2" * 64, 200)
     process = compile_process(
         toolchain=ToolchainPex(CUDA12, pex),
