@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import importlib
 import json
 import re
 import shutil
@@ -57,6 +58,7 @@ from gpu_build_testutil.pants_harness import (
 )
 
 APP = "src/python/imaging"
+MANIFEST_SCHEMA = "src/spec/gpu_spec/manifest/manifest.schema.json"
 KERNEL_CAPABILITIES = ("sm_75", "sm_80", "sm_87", "sm_90")  # src/python/imaging/kernels/BUILD
 # source -> the capabilities its gpu_kernel lists (bfloat16 needs sm_80+)
 KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
@@ -228,6 +230,20 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundles]:
 def test_bundles_are_reproducible_and_clean(bundles: Bundles) -> None:
     assert bundles.first == bundles.second
     assert "cache/stale.cubin" not in bundles.second["imaging_h200"]
+
+
+def test_built_manifests_match_the_json_schema(bundles: Bundles) -> None:
+    """Every bundle this package built: its manifest.json as the schema file says (the same
+    schema the fixtures' manifests are checked against in gpu_spec/manifest/schema_test.py)."""
+    # jsonschema comes with the test runner (3rdparty/python/pytest-tool-requirements.txt)
+    jsonschema = importlib.import_module("jsonschema")
+    schema = json.loads((bundles.repo / MANIFEST_SCHEMA).read_text())
+    manifests = sorted((bundles.repo / "dist").glob("*/cache/manifest.json"))
+    assert {m.parent.parent.name for m in manifests} >= {"imaging_h200", "imaging_orin"}
+    for path in manifests:
+        jsonschema.validate(
+            json.loads(path.read_text()), schema, cls=jsonschema.Draft202012Validator
+        )
 
 
 def test_one_process_per_source_and_toolchain(bundles: Bundles) -> None:

@@ -13,77 +13,12 @@ Layout of a device bundle::
             <library>/<toolchain>/<capability>/<module>.ptx
             <library>/<toolchain>/<capability>/<module>.cubin
 
-Schema 1 (every key is required unless marked optional; unknown keys are ignored on read)::
-
-    {
-      "schema": 1,
-      "bundle": "imaging_h200",            # deploy_bundle target name
-      "driver": "13.0",                    # CUDA version of the device driver the bundle targets
-                                           #   (informational: selection uses the real driver)
-      "capabilities": ["sm_90"],           # capabilities the deploy_bundle asked for, oldest
-                                           #   first (gpu_spec.capabilities order)
-      "toolchains": {                      # toolchain name -> its versions (string or null
-                                           #   for a component not installed); "cuda" is
-                                           #   required: it decides which drivers load cubins
-        "cuda13": {"cuda": "13.0", "numba-cuda": "0.30.4", ...}
-      },
-      "libraries": [                       # one per gpu_kernel target, sorted by name
-        {
-          "name": "saxpy",                 # gpu_kernel target name: unique, a safe path component
-          "target": "src/python/imaging/kernels:saxpy",
-          "source": "src/python/imaging/kernels/saxpy.py",
-          "source_sha256": "<64 hex>",
-          "language": "numba" | "cuda_cpp",
-          "variants": [                    # sorted by (capability, toolchain)
-            {
-              "capability": "sm_90",       # "sm_XY", a capability of gpu_spec.capabilities
-              "toolchain": "cuda13",       # a key of "toolchains"
-              "ptx_isa": "9.0",            # PTX ISA version of the .ptx files
-              "min_driver": "13.0",        # min_driver_for_ptx(ptx_isa), checked on read
-              "options": {...},            # compile options (JSON object; optional, default {})
-              "modules": [                 # compile order
-                {
-                  "name": "saxpy__0",
-                  "ptx": "saxpy/cuda13/sm_90/saxpy__0.ptx",      # or null; relative to cache/
-                  "cubin": "saxpy/cuda13/sm_90/saxpy__0.cubin",  # or null; relative to cache/
-                  "ptx_link": ["saxpy/cuda13/sm_90/libcudadevrt.a", ...],  # optional, default []:
-                                   #   what the driver's linker links with "ptx" (cuLinkCreate,
-                                   #   cuLinkAddData, cuLinkComplete) to load the PTX variant: the
-                                   #   PTX of linked CUDA C++ (".ptx") and the device runtime
-                                   #   library of cooperative groups (".a"); kinds by file name
-                                   #   ending in PTX_LINK_KINDS; the cubin is already linked
-                  "kernels": [
-                    {
-                      "name": "saxpy",     # Python function name, or NVRTC name expression
-                                           #   ("matmul<float, 16>") for CUDA C++
-                      "entry": "_Z...",    # mangled PTX .entry name (what the driver looks up)
-                      "signature": "void(float32[::1], float32, ...)" | null,
-                      "abi": "numba" | "c",
-                      "args": [{"kind": "array", "dtype": "float32", "ndim": 1, "layout": "C"},
-                               {"kind": "scalar", "dtype": "float32"}, ...] | null,   # null for "c"
-                                   #   "ndim" may be 0 (a 0-d array); "dtype" may be a record
-                                   #   object (gpu_spec.dtypes) for numpy structured dtypes;
-                                   #   {"kind": "pointer", "dtype": "float32" | "void"} is a raw
-                                   #   pointer (CPointer(float32), voidptr)
-                      "cooperative": true,  # optional, default false: uses grid sync, so it
-                                   #   needs a cooperative launch (co-resident grid)
-                      "params": ["u64", "f32", ...] | null,  # PTX .param types of the entry
-                      "c_types": ["const float*", "int", ...],  # optional, "c" ABI: declared
-                                   #   C type per param (gpu_spec.c_types); older manifests
-                                   #   lack it (schema unchanged: readers ignore unknown keys)
-                      "resources": {"registers": 12, "shared_bytes": 0, ...}         # optional
-                    }
-                  ]
-                }
-              ]
-            }
-          ]
-        }
-      ],
-      "files": {"saxpy/cuda13/sm_90/saxpy__0.ptx": "<sha256 hex>", ...},
-      "bundle_files": {"app.pex": "<sha256 hex>"}   # optional: the bundle's files outside
-                                           #   cache/, relative to the bundle directory
-    }
+Schema 1 is `manifest.schema.json` beside this module (JSON Schema 2020-12, with a description
+of each key): every manifest the fixtures and the example bundles build is validated against it
+(`schema_test.py`, gpu_build's `package_bundle_integration_test.py`). What a schema cannot say
+(capabilities known and oldest first, `min_driver` from `ptx_isa`, each module path listed in
+`"files"` and each file used, unique names) `gpu_spec.manifest.parse` checks. Unknown keys are
+ignored on read.
 
 Why it is laid out so:
 
