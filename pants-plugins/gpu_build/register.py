@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from gpu_build.dependency_inference import rules as dependency_inference
 from gpu_build.goals import deploy, package_bundle, package_kernel, package_toolchain, run_bundle
+from gpu_build.scripts import process_tool
 from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget, GpuToolchainTarget
 from gpu_build.util_rules import (
     bundle_archive,
@@ -16,7 +17,6 @@ from gpu_build.util_rules import (
     bundle_signing,
     compile_kernel,
     jit_index,
-    script_tool,
     toolchain,
 )
 
@@ -47,7 +47,7 @@ def bundle_rules():
         *bundle_signing.rules(),
         *bundle_cache.rules(),
         *bundle_archive.rules(),
-        *script_tool.rules(),
+        *process_tool.rules(),
         *package_bundle.rules(),
         *run_bundle.rules(),
         *deploy.rules(),

@@ -11,7 +11,7 @@ network (UDP, TCP, a name lookup), a library of the host, the preprocessor's clo
 Each must be refused with one clear line, or compile with the host's value nowhere in its
 outputs: for the metadata, the outputs are compared across a change of the host (the file
 removed), and must be identical; for the identity, the outputs must hold the sandbox's fixed
-value, never the host's. Compiled as the Pants rule runs it (sandbox_probes_test.Lab).
+value, never the host's. Compiled as the Pants rule runs it (sandbox_lab.Lab).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import zlib
 from typing import Callable, Dict, Optional
 
 from probe_table import findings, held, refused, run_probes
-from sandbox_probes_test import KERNEL_CU, Lab
+from sandbox_lab import KERNEL_CU, Lab
 
 BASE = 7000000000  # an int64 literal the PTX writes in decimal: BASE + the value the kernel saw
 KERNEL_INT = """

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
-import hashlib
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ from gpu_runtime.jit.cache import JitKernelCache
 from gpu_runtime.jit.compiler import Compiler, find_compiler
 from gpu_runtime.jit.sources import find_jit_sources
 from gpu_runtime.jit.store import JitStore
-from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
+from gpu_runtime_testutil.jit_index import write_index as write_entry
 from probe_table import findings, held, refused, run_probes
 
 K = "src/python/imaging/kernels"
@@ -48,27 +47,7 @@ STAND_IN = (sys.executable, "-m", "gpu_runtime_testutil.stand_in_compiler")
 def write_index(base: str, files_of: Optional[Dict[str, Dict[str, bytes]]] = None) -> str:
     """What `pants export-codegen` (or a sandbox) holds under sys.path entry `base`."""
     for library, (source, default) in KERNELS.items():
-        files = (files_of or {}).get(library, default)
-        index, files_dir = entry_paths("", f"src.python.imaging.kernels.{library}")
-        for path, content in files.items():
-            full = os.path.join(base, files_dir, path)
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, "wb") as f:
-                f.write(content)
-        entry = {
-            "schema": JIT_INDEX_SCHEMA,
-            "library": library,
-            "target": f"{K}:{library}",
-            "toolchain": "cuda13",
-            "capabilities": ["sm_90"],
-            "source": source,
-            "source_root": "src/python",
-            "flags": ["--sys-path", "src/python"],
-            "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()},
-        }
-        os.makedirs(os.path.dirname(os.path.join(base, index)), exist_ok=True)
-        with open(os.path.join(base, index), "w") as f:
-            json.dump(entry, f)
+        write_entry(base, library, source, (files_of or {}).get(library, default))
     return base
 
 

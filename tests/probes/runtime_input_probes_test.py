@@ -24,13 +24,13 @@ import numpy as np
 import pytest
 
 import gpu_runtime
-from gpu_runtime.bundle.trust_test import sign
 from gpu_runtime.cli.commands import main
 from gpu_runtime.conftest import FakeBackend, FakeDeviceArray, library_specs, write_bundle
 from gpu_runtime.errors import DispatchError, GpuRuntimeError
-from gpu_runtime.jit import cache_test as jit
 from gpu_runtime.launch.abi import pack_args
 from gpu_runtime.launch.plan import build_plan, pattern_key
+from gpu_runtime_testutil import jit_index as jit
+from gpu_runtime_testutil.signing import sign
 from gpu_spec.bundle_files import SIGNATURE_NAME
 from gpu_spec.jit_index import entry_paths
 from gpu_spec.manifest.model import MANIFEST_NAME, ArgSpec, KernelSpec

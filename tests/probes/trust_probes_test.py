@@ -20,11 +20,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import gpu_runtime
-from gpu_runtime.bundle.trust_test import pin_keys, public_hex, rehash_tampered_cubin, sign
 from gpu_runtime.cli.commands import main
 from gpu_runtime.conftest import FakeBackend, library_specs, write_bundle
 from gpu_runtime.errors import GpuRuntimeError
-from gpu_runtime.jit import cache_test as jit
+from gpu_runtime_testutil import jit_index as jit
+from gpu_runtime_testutil.signing import pin_keys, public_hex, rehash_tampered_cubin, sign
 from gpu_spec.manifest.model import MANIFEST_NAME
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
 from probe_table import findings, held, refused, run_probes

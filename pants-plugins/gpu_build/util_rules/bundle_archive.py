@@ -14,7 +14,7 @@ from pants.engine.fs import AddPrefix, Digest, RemovePrefix
 from pants.engine.process import ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
-from gpu_build.util_rules.script_tool import ScriptTool, ScriptToolRequest
+from gpu_build.scripts.process_tool import ScriptTool, ScriptToolRequest
 
 SCRIPT = "tar_bundle.py"
 IN_DIR = "__bundle"

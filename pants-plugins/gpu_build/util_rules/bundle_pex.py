@@ -46,11 +46,11 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Dependencies, DependenciesRequest, Target, Targets
 from pants.util.frozendict import FrozenDict
 
+from gpu_build.scripts.process_tool import ScriptTool, ScriptToolRequest
 from gpu_build.subsystems.bundle import GpuBundle
 from gpu_build.target_types import GpuKernelSourceField
 from gpu_build.util_rules.bundle_field_set import DeployBundleError, DeployBundleFieldSet
 from gpu_build.util_rules.bundle_launcher import app_pex_filename, pex_identity
-from gpu_build.util_rules.script_tool import ScriptTool, ScriptToolRequest
 from gpu_spec.signature import PINNED_KEYS_FILE, pinned_keys_module_source
 
 SCRIPT = "strip_pex.py"

@@ -11,7 +11,7 @@ import pytest
 import gpu_runtime
 from gpu_runtime.conftest import FakeBackend
 from gpu_runtime.driver import devarray
-from gpu_runtime.driver.devarray_test import FakeDriver
+from gpu_runtime_testutil.fake_driver import FakeDriver
 from gpu_spec.conftest import _kernel, library_specs, ptr, scal, write_bundle
 from numba_docs import check
 

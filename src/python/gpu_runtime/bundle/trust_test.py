@@ -4,60 +4,27 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 import gpu_runtime
-from gpu_runtime.bundle.integrity import sha256_bytes
 from gpu_runtime.conftest import FakeBackend
 from gpu_runtime.errors import UntrustedBundleError
-from gpu_spec.bundle_files import SIGNATURE_NAME
-from gpu_spec.manifest.model import MANIFEST_NAME
-from gpu_spec.signature import (
-    PINNED_KEYS_ENV,
-    PINNED_KEYS_FILE,
-    PINNED_KEYS_MODULE,
-    TRUSTED_KEYS_ENV,
-    Signature,
-    key_id,
-    pinned_keys_module_source,
+from gpu_runtime_testutil.signing import (
+    forget_pinned_module,
+    pin_keys,
+    public_hex,
+    rehash_tampered_cubin,
+    sign,
 )
-
-
-def public_hex(key: Ed25519PrivateKey) -> str:
-    return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
-
-
-def sign(cache: str, key: Ed25519PrivateKey) -> None:
-    with open(os.path.join(cache, MANIFEST_NAME), "rb") as f:
-        raw = f.read()
-    kid = key_id(bytes.fromhex(public_hex(key)))
-    with open(os.path.join(cache, SIGNATURE_NAME), "wb") as f:
-        f.write(Signature(kid, key.sign(raw)).dumps())
+from gpu_spec.bundle_files import SIGNATURE_NAME
+from gpu_spec.signature import PINNED_KEYS_ENV, PINNED_KEYS_FILE, TRUSTED_KEYS_ENV, key_id
 
 
 @pytest.fixture
 def key() -> Ed25519PrivateKey:
     return Ed25519PrivateKey.generate()
-
-
-def pin_keys(monkeypatch, where, *keys: str) -> None:
-    """Make `keys` the app's pinned keys: the module the plugin generates, on `sys.path`."""
-    os.makedirs(where, exist_ok=True)
-    with open(os.path.join(where, PINNED_KEYS_FILE), "w") as f:
-        f.write(pinned_keys_module_source(keys))
-    monkeypatch.syspath_prepend(str(where))
-    forget_pinned_module(monkeypatch)
-
-
-def forget_pinned_module(monkeypatch) -> None:
-    """Have the pinned-keys module imported afresh in this test, and forgotten after it."""
-    sys.modules.pop(PINNED_KEYS_MODULE, None)
-    monkeypatch.setitem(sys.modules, PINNED_KEYS_MODULE, None)  # undone by removing it
-    del sys.modules[PINNED_KEYS_MODULE]
 
 
 @pytest.fixture
@@ -66,20 +33,6 @@ def pinned(key, monkeypatch, tmp_path) -> str:
     monkeypatch.delenv(PINNED_KEYS_ENV, raising=False)
     monkeypatch.delenv(TRUSTED_KEYS_ENV, raising=False)
     return key_id(bytes.fromhex(public_hex(key)))
-
-
-def rehash_tampered_cubin(cache: str) -> None:
-    """What an attacker can do without the key: change a cubin and fix its sha256."""
-    manifest_path = os.path.join(cache, MANIFEST_NAME)
-    with open(manifest_path) as f:
-        manifest = json.load(f)
-    path = next(p for p in manifest["files"] if p.endswith(".cubin"))
-    evil = b"// not the cubin that was built\n"
-    with open(os.path.join(cache, *path.split("/")), "wb") as f:
-        f.write(evil)
-    manifest["files"][path] = sha256_bytes(evil)
-    with open(manifest_path, "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
 
 
 def test_signed_bundle_with_its_key_pinned_loads(bundle, key, pinned):

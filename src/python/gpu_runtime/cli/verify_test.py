@@ -9,9 +9,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gpu_runtime.bundle.integrity import sha256_bytes
-from gpu_runtime.bundle.trust_test import public_hex, rehash_tampered_cubin, sign
 from gpu_runtime.cli.commands import main
 from gpu_runtime.cli.verify import NOT_VERIFIED
+from gpu_runtime_testutil.signing import public_hex, rehash_tampered_cubin, sign
 from gpu_spec.manifest.model import MANIFEST_NAME
 from gpu_spec.signature import PINNED_KEYS_ENV, TRUSTED_KEYS_ENV
 

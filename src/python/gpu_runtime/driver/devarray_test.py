@@ -15,46 +15,7 @@ from gpu_runtime.driver import devarray
 from gpu_runtime.driver.devarray import DeviceArray, stream_handle
 from gpu_runtime.errors import DeviceError
 from gpu_runtime.launch.arrays import array_view
-
-
-class FakeDriver:
-    class CUstream:
-        def __init__(self, h=0):
-            self.h = int(h)
-
-    def __init__(self):
-        self.buffers = {}
-        self.freed = []
-        self.graveyard = []
-        self.syncs = []
-
-    def cuMemAlloc(self, n):
-        buf = ctypes.create_string_buffer(n)
-        addr = ctypes.addressof(buf)
-        self.buffers[addr] = buf
-        return (0, addr)
-
-    def cuMemFree(self, ptr):
-        self.freed.append(ptr)
-        # kept, so that no address is handed out twice (as tests of stale entries assume)
-        self.graveyard.append(self.buffers.pop(int(ptr)))
-        return (0,)
-
-    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
-        ctypes.memmove(dst, src, n)
-        return (0,)
-
-    def cuMemcpyDtoHAsync(self, dst, src, n, stream):
-        ctypes.memmove(dst, src, n)
-        return (0,)
-
-    def cuMemsetD8Async(self, dst, value, n, stream):
-        ctypes.memset(dst, value, n)
-        return (0,)
-
-    def cuStreamSynchronize(self, stream):
-        self.syncs.append(stream.h)
-        return (0,)
+from gpu_runtime_testutil.fake_driver import FakeDriver
 
 
 @pytest.fixture

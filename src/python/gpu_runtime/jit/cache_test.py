@@ -5,13 +5,11 @@ runs on the H200 in tests/gpu/jit_mode_check.sh."""
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
-from typing import Dict
 
 import pytest
 
@@ -29,40 +27,15 @@ from gpu_runtime.jit.cache import JitKernelCache
 from gpu_runtime.jit.compiler import Compiler, CompilerNotFoundError, JitCompileError
 from gpu_runtime.jit.sources import find_jit_sources
 from gpu_runtime.jit.store import ENTRY_FILE, JitStore
-from gpu_spec.jit_index import JIT_INDEX_SCHEMA, entry_paths
-
-SAXPY_SRC = "src/python/imaging/kernels/saxpy.py"
-HELPER = "src/python/imaging/kernels/pkg/helpers/h.py"
-SOBEL_SRC = "src/python/imaging/kernels/sobel.cu"
-HEADER = "src/python/imaging/kernels/sub/val.cuh"
-
-
-def write_index(base: str, library: str, source: str, files: Dict[str, bytes], flags=()) -> str:
-    """What the plugin generates for one gpu_kernel under `base` (a sys.path entry)."""
-    import hashlib
-
-    slug = f"src.python.imaging.kernels.{library}"
-    index, files_dir = entry_paths("", slug)
-    root = os.path.join(base, files_dir)
-    for path, content in files.items():
-        full = os.path.join(root, path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "wb") as f:
-            f.write(content)
-    entry = {
-        "schema": JIT_INDEX_SCHEMA,
-        "library": library,
-        "target": f"src/python/imaging/kernels:{library}",
-        "toolchain": "cuda13",
-        "capabilities": ["sm_90"],
-        "source": source,
-        "source_root": "src/python",
-        "flags": ["--sys-path", "src/python", *flags],
-        "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()},
-    }
-    with open(os.path.join(base, index), "w") as f:
-        json.dump(entry, f)
-    return root
+from gpu_runtime_testutil.jit_index import (
+    HEADER,
+    HELPER,
+    SAXPY_SRC,
+    SOBEL_SRC,
+    fake_compiler,
+    write_index,
+)
+from gpu_spec.jit_index import entry_paths
 
 
 @pytest.fixture
@@ -93,13 +66,6 @@ def compile_log(tmp_path, monkeypatch):
     log = tmp_path / "compiles.log"
     monkeypatch.setenv("FAKE_COMPILER_LOG", str(log))
     return log
-
-
-def fake_compiler() -> Compiler:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
-    return Compiler(
-        (sys.executable, "-m", "gpu_runtime_testutil.stand_in_compiler"), env, "fake compiler"
-    )
 
 
 def jit_cache(index_dir, tmp_path, backend=None, compiler=fake_compiler) -> JitKernelCache:
@@ -625,7 +591,7 @@ def test_a_trusted_signed_bundle_never_falls_back_to_jit(
     otherwise be loaded)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from gpu_runtime.bundle.trust_test import pin_keys, public_hex, sign
+    from gpu_runtime_testutil.signing import pin_keys, public_hex, sign
 
     cache_dir = _bundle_and_index(tmp_path, index_dir, monkeypatch)
     key = Ed25519PrivateKey.generate()

@@ -14,9 +14,8 @@ from gpu_runtime.launch.arrays import ArrayView, array_view, c_strides
 from gpu_runtime.launch.c_abi import pack_c_args
 from gpu_runtime.launch.numba_abi import pack_numba_args
 from gpu_runtime.launch.params import build_image, parse_param_type
-from gpu_spec.manifest.model import ArgSpec, KernelSpec
-
-PTR = 0x7F12_3456_7000
+from gpu_runtime_testutil.launch_cases import PTR, A, S, numba_kernel
+from gpu_spec.manifest.model import KernelSpec
 
 
 def view_of(obj) -> ArrayView:
@@ -28,30 +27,6 @@ def view_of(obj) -> ArrayView:
 def q(*vals: int) -> bytes:
     """8-byte little-endian signed ints."""
     return b"".join(struct.pack("<q", v) for v in vals)
-
-
-def numba_kernel(args, params=None, name="k"):
-    specs = tuple(ArgSpec(**a) for a in args)
-    return KernelSpec(
-        name=name,
-        entry="_Z" + name,
-        abi="numba",
-        signature=None,
-        args=specs,
-        params=tuple(params) if params is not None else None,
-    )
-
-
-def A(dtype, ndim, layout="C"):
-    return {"kind": "array", "dtype": dtype, "ndim": ndim, "layout": layout}
-
-
-def S(dtype):
-    return {"kind": "scalar", "dtype": dtype}
-
-
-def P(dtype):
-    return {"kind": "pointer", "dtype": dtype}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from gpu_runtime.conftest import (
 )
 from gpu_runtime.driver import devarray
 from gpu_runtime.driver.devarray import DeviceArray
-from gpu_runtime.driver.devarray_test import FakeDriver
 from gpu_runtime.errors import DispatchError, IntegrityError, LaunchError
 from gpu_runtime.numba_compat.xoroshiro import xoroshiro128p_dtype
+from gpu_runtime_testutil.fake_driver import FakeDriver
 
 PTR = 0x7F00_0000_0000
 

@@ -14,16 +14,19 @@ import gpu_runtime
 from gpu_runtime.conftest import FakeBackend, FakeDeviceArray
 from gpu_runtime.errors import DeviceError, DispatchError
 from gpu_runtime.launch.abi import pack_args
-from gpu_runtime.launch.abi_test import PTR, A, S, numba_kernel
 from gpu_runtime.launch.arrays import c_strides, contiguity
 from gpu_runtime.launch.plan import build_plan, pattern_key
+from gpu_runtime_testutil.launch_cases import (
+    C_CASES,
+    NUMBA_CASES,
+    PTR,
+    A,
+    S,
+    arr,
+    c_kernel,
+    numba_kernel,
+)
 from gpu_spec.manifest.model import KernelSpec
-
-
-def c_kernel(params, name="c"):
-    return KernelSpec(
-        name=name, entry=name, abi="c", signature=None, args=None, params=tuple(params)
-    )
 
 
 def fast_image(kernel, args):
@@ -36,37 +39,14 @@ def fast_image(kernel, args):
     return plan.pack(args, cais).image(), packed.image
 
 
-def arr(shape, dtype="float32", ptr=PTR, strides=None):
-    return FakeDeviceArray(shape, dtype, ptr, strides)
-
-
 # ---------------------------------------------------------------------------------------------
 # byte for byte against the checked path
-
-
-NUMBA_CASES = [
-    ([A("float32", 1), S("float32"), A("float32", 1)], [arr((7,)), 2.5, arr((7,), ptr=PTR + 64)]),
-    ([A("float32", 2)], [arr((3, 5))]),
-    ([A("float32", 2, "A")], [arr((3, 5), strides=(40, 8))]),
-    ([A("float64", 3, "F")], [arr((2, 3, 4), "float64", strides=(8, 16, 48))]),
-    ([S("int8"), S("uint16"), S("int32"), S("uint64")], [-3, 65535, np.int32(-7), 2**64 - 1]),
-    ([S("bool"), S("int64"), S("float64")], [True, np.int64(-(2**63)), np.float32(1.5)]),
-    ([S("bool")], [np.bool_(True)]),  # an int other than 0/1 is refused (abi_test)
-    ([S("uint8"), A("uint8", 1), S("float32")], [np.uint8(9), arr((0,), "uint8", 0), 1e-40]),
-]
 
 
 @pytest.mark.parametrize("specs,args", NUMBA_CASES)
 def test_numba_plan_image_equals_checked_image(specs, args):
     got, want = fast_image(numba_kernel(specs), args)
     assert got == want
-
-
-C_CASES = [
-    (["u64", "u64", "u32", "u32", "u32"], [arr((4,)), arr((4,), ptr=PTR + 16), 2, 3, 4]),
-    (["u64", "f32", "f64", "s8", "u16"], [PTR, 1.25, np.float32(2), -1, 7]),
-    (["b32", "s64", "u8"], [np.uint32(5), -(2**40), True]),
-]
 
 
 @pytest.mark.parametrize("params,args", C_CASES)

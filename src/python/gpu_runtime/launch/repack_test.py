@@ -11,14 +11,22 @@ import gpu_runtime
 from gpu_runtime.conftest import FakeBackend, FakeDeviceArray
 from gpu_runtime.driver import devarray
 from gpu_runtime.driver.devarray import DeviceArray
-from gpu_runtime.driver.devarray_test import FakeDriver
 from gpu_runtime.driver.device import CudaBackend
 from gpu_runtime.errors import DispatchError
 from gpu_runtime.launch.abi import pack_args
-from gpu_runtime.launch.abi_test import PTR, A, P, S, numba_kernel
 from gpu_runtime.launch.dtype_json import dtype_to_json
 from gpu_runtime.launch.plan import build_plan, pattern_key
-from gpu_runtime.launch.plan_test import C_CASES, NUMBA_CASES, c_kernel
+from gpu_runtime_testutil.fake_driver import FakeDriver
+from gpu_runtime_testutil.launch_cases import (
+    C_CASES,
+    NUMBA_CASES,
+    PTR,
+    A,
+    P,
+    S,
+    c_kernel,
+    numba_kernel,
+)
 
 
 @pytest.fixture

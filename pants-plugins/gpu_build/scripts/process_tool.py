@@ -1,4 +1,4 @@
-"""A stdlib-only script of `gpu_build.scripts` as a PEX to run as a hermetic process.
+"""A stdlib-only script of this package as a PEX to run as a hermetic process (the rule).
 
 Why processes: what reads or rewrites a whole bundle (its app PEX and wheels) runs outside the
 engine, cached like any process, as Pants' own Dockerfile parser does.
