@@ -105,9 +105,7 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _enter_user_namespace() -> None:
-    """New user, mount, network, UTS, IPC and PID namespaces for this process (its next child
-    becomes pid 1), mapped to uid and gid 1000. Unavailable if the kernel refuses."""
+def _require_one_thread() -> None:
     threads = _thread_count()
     for _ in range(100):  # a thread just joined may take a moment to leave the kernel's list
         if threads == 1:
@@ -116,6 +114,12 @@ def _enter_user_namespace() -> None:
         threads = _thread_count()
     if threads > 1:  # unshare(CLONE_NEWUSER) is refused to a multithreaded process
         raise Unavailable("the compile process runs %d threads (it must run one)" % threads)
+
+
+def _enter_user_namespace() -> None:
+    """New user, mount, network, UTS, IPC and PID namespaces for this process (its next child
+    becomes pid 1), mapped to uid and gid 1000. Unavailable if the kernel refuses."""
+    _require_one_thread()
     uid, gid = os.getuid(), os.getgid()
     flags = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWUTS | _CLONE_NEWIPC
     if _libc.unshare(flags | _CLONE_NEWPID) != 0:
@@ -127,6 +131,32 @@ def _enter_user_namespace() -> None:
         _write("/proc/self/gid_map", "%d %d 1\n" % (GID, gid))
     except OSError as e:
         raise Unavailable("mapping the compile's uid failed: %s" % (e,)) from None
+
+
+def _probe_user_namespace() -> None:
+    """Raise Unavailable, leaving this process as it was, if ``_enter_user_namespace`` would
+    fail here: tried in a throwaway child first. A failure half-way (the namespaces made, the
+    uid map refused, as inside a root bubblewrap sandbox of a remote executor) cannot be undone
+    in the process that made it: ``unshare(CLONE_NEWPID)`` is not undone, and a Python whose
+    children go to a new PID namespace can start no thread (numba starts some)."""
+    _require_one_thread()  # a fork has one thread whatever its parent runs
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's result reaches the parent through the pipe
+        os.close(read_end)
+        try:
+            _enter_user_namespace()
+            code = 0
+        except BaseException as e:  # noqa: B036 - any failure is the probe's answer
+            os.write(write_end, str(e).encode("utf-8", "replace")[:4000])
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        reason = f.read().decode("utf-8", "replace")
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        raise Unavailable(reason or "the namespace probe ended with status %d" % status)
 
 
 def _mount_flags_of(path: str) -> int:
@@ -290,13 +320,14 @@ def isolate(on_success: Callable[[], None], on_failure: Callable[[], None]) -> N
     process holding numba paid ~75 ms of copy-on-write faults), and has one thread, as
     ``unshare(CLONE_NEWUSER)`` requires. Raises Unavailable, in the calling process and before
     anything changed, where the kernel allows no unprivileged user namespace."""
+    _probe_user_namespace()
     remaining = signal.setitimer(signal.ITIMER_REAL, 0)  # the deadline moves to the child
     try:
         _enter_user_namespace()
-    except Unavailable:
-        if remaining[0]:
-            signal.setitimer(signal.ITIMER_REAL, *remaining)
-        raise
+    except Unavailable as e:  # the probe passed: this process is now half-moved, so stop
+        sys.stderr.write("gpu_compiler: error: setting up the compile's sandbox: %s\n" % e)
+        sys.stderr.flush()
+        os._exit(70)
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
