@@ -1,5 +1,6 @@
 """A local REAPI executor (buildbox-casd with the bubblewrap runner) and Pants runs against it,
-for the remote execution integration test and tests/bench/remote_execution_bench.py.
+for the remote execution integration test and benchmark of issue 33 (not yet written: this
+module is not yet owned by a Pants target; import it with gpu_build_testutil on PYTHONPATH).
 
 Standard library only, like gpu_build_testutil.pants_harness under it: it runs under the
 `python-default` resolve's CPython and as a plain script. It shells out to
