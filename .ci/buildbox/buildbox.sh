@@ -29,8 +29,8 @@
 # worker, not once per action.
 #
 # The state dir (default $BUILDBOX_STATE_DIR or ~/.cache/gpu_build_bootstrap/buildbox-state) holds
-# casd.pid, casd.log, address, cas/ (casd's CAS and ActionCache), pex_root/ and runs/ (buildbox-run's
-# log of each action it executed). `stop` signals
+# casd.pid, casd.log, address, cas/ (casd's CAS and ActionCache), and pex_root/ (the
+# workers' pex cache). `stop` signals
 # only the process group whose pid is in casd.pid and whose command line names that state dir.
 set -euo pipefail
 
@@ -193,12 +193,11 @@ runner_args() {
   done
   printf '%s\n' "--runner-arg=--bind-mount=$state_dir/pex_root:/.cache/pex_root"
   # One log per action the runner executes (not per ActionCache hit): what ran, and how many.
-  printf '%s\n' "--runner-arg=--log-directory=$state_dir/runs"
 }
 
 start_once() {
   local the_port="$1" pid i args
-  mkdir -p "$state_dir/cas" "$state_dir/pex_root" "$state_dir/runs"
+  mkdir -p "$state_dir/cas" "$state_dir/pex_root"
   mapfile -t args < <(runner_args)
   PATH="$bin_dir:$PATH" setsid "$bin_dir/buildbox-casd" --bind="127.0.0.1:${the_port}" \
     --buildbox-run="$bin_dir/buildbox-run" --jobs="$jobs" --log-level="${BUILDBOX_LOG_LEVEL:-info}" \
