@@ -102,6 +102,21 @@ def find_cpython(minor: str) -> Optional[str]:
     return None
 
 
+def clone_checkout(source: StrPath, dest: StrPath) -> str:
+    """`git clone` of source at dest, plus source's uncommitted changes (none in CI).
+
+    The working tree's files are copied over the clone and the deleted ones removed, so a local
+    run tests the working tree; in CI the tree is committed and this is a plain clone.
+    """
+    subprocess.run(
+        ["git", "clone", "--quiet", os.fspath(source), os.fspath(dest)],
+        check=True,
+        capture_output=True,
+        env=base_env(),
+    )
+    return copy_checkout(source, dest)
+
+
 def copy_checkout(source: StrPath, dest: StrPath) -> str:
     """Makes dest's tracked and untracked-but-not-ignored files those of source's working tree:
     copies them as they are on disk and removes those deleted there. Returns dest."""

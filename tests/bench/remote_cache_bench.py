@@ -31,7 +31,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path[:0] = [os.path.join(REPO, "pants-plugins"), os.path.join(REPO, "tests", "remote_cache")]
 
 import remote_cache_harness as harness  # noqa: E402
-from gpu_build_testutil.pants_harness import PantsRun  # noqa: E402
+from gpu_build_testutil.pants_harness import PantsRun, clone_checkout  # noqa: E402
 
 SCENARIOS = ("cold", "remote hit", "no-op", "no-op pantsd")
 
@@ -92,8 +92,8 @@ def main() -> int:
 
     scratch = tempfile.mkdtemp(prefix="remote-cache-bench-")
     try:
-        repo_a = harness.clone_repo(REPO, os.path.join(scratch, "checkout-a"))
-        repo_b = harness.clone_repo(REPO, os.path.join(scratch, "elsewhere", "checkout-b"))
+        repo_a = clone_checkout(REPO, os.path.join(scratch, "checkout-a"))
+        repo_b = clone_checkout(REPO, os.path.join(scratch, "elsewhere", "checkout-b"))
         all_runs: list[dict[str, PantsRun]] = []
         for i in range(args.runs):
             runs = one_run(scratch, repo_a, repo_b, args.spec, i)

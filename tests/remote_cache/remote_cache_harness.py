@@ -10,17 +10,15 @@ repository itself.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
-from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
+from typing import ContextManager, Mapping, Sequence
 
-from gpu_build_testutil.pants_harness import PantsRun, base_env, copy_checkout
+from gpu_build_testutil.pants_harness import PantsRun, base_env
 from gpu_build_testutil.pants_harness import run_pants as run_pants_in
+from gpu_build_testutil.script_server import ScriptServer, script_server
 
 KERNELS_SPEC = "src/python/imaging/kernels::"
 # Reading (every job) and writing (trusted jobs): these tests play the trusted job.
@@ -32,18 +30,6 @@ def _git(args: Sequence[str], cwd: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=base_env()
     ).stdout
-
-
-def clone_repo(source: str, dest: str) -> str:
-    """`git clone` of source at dest, plus source's uncommitted changes (none in CI).
-
-    The working tree's files are copied over the clone and the deleted ones removed, so a local
-    run tests the working tree; in CI the tree is committed and this is a plain clone.
-    """
-    subprocess.run(
-        ["git", "clone", "--quiet", source, dest], check=True, capture_output=True, env=base_env()
-    )
-    return copy_checkout(source, dest)
 
 
 def commit_all(repo: str, message: str) -> None:
@@ -64,47 +50,10 @@ def commit_all(repo: str, message: str) -> None:
     )
 
 
-@dataclass
-class BuildGrid:
-    """A BuildGrid server started by .ci/buildgrid/buildgrid.sh, stopped by `stop()`."""
-
-    repo: str
-    state_dir: str
-    address: str = ""
-
-    def _script(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", os.path.join(self.repo, BUILDGRID_SCRIPT), *args],
-            capture_output=True,
-            text=True,
-            env=base_env(),
-        )
-
-    def start(self) -> str:
-        # --watch-pid: should this process die before stop() (a test timeout), the server follows.
-        proc = self._script("start", "--state-dir", self.state_dir, "--watch-pid", str(os.getpid()))
-        if proc.returncode != 0:
-            raise RuntimeError(f"BuildGrid did not start:\n{proc.stderr}")
-        self.address = proc.stdout.strip().splitlines()[-1]
-        return self.address
-
-    def stop(self) -> None:
-        self._script("stop", "--state-dir", self.state_dir)
-
-
-@contextlib.contextmanager
-def buildgrid(repo: str, state_dir: str | None = None) -> Iterator[BuildGrid]:
-    """A running BuildGrid with an empty cache, stopped (that one only) however the block ends."""
-    owned = state_dir is None
-    state_dir = state_dir or tempfile.mkdtemp(prefix="buildgrid-state-")
-    server = BuildGrid(repo=repo, state_dir=state_dir)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-        if owned:
-            shutil.rmtree(state_dir, ignore_errors=True)
+def buildgrid(repo: str, state_dir: str | None = None) -> ContextManager[ScriptServer]:
+    """A running BuildGrid with an empty cache (instance `main`), stopped (that one only) however
+    the block ends."""
+    return script_server(repo, BUILDGRID_SCRIPT, state_dir)
 
 
 def run_pants(

@@ -34,7 +34,14 @@ from typing import Iterator
 import pytest
 
 import remote_cache_harness as harness
-from gpu_build_testutil.pants_harness import PantsRun, repo_root, stop_pantsd, tree_digests
+from gpu_build_testutil.pants_harness import (
+    PantsRun,
+    clone_checkout,
+    repo_root,
+    stop_pantsd,
+    tree_digests,
+)
+from gpu_build_testutil.script_server import ScriptServer
 
 # Everything `./pants package ::` builds: the example kernels and the deploy bundles (and whatever
 # else is packageable). The assertions below are about kernel compiles and dist/ as a whole.
@@ -50,7 +57,7 @@ def dist_digests(repo: str) -> dict[str, str]:
 class Session:
     """What the module's tests share: the repo, a scratch dir, the server and the cold build."""
 
-    def __init__(self, root: str, scratch: str, server: harness.BuildGrid) -> None:
+    def __init__(self, root: str, scratch: str, server: ScriptServer) -> None:
         self.root = root
         self.scratch = scratch
         self.server = server
@@ -62,7 +69,7 @@ class Session:
         return os.path.join(self.scratch, name)
 
     def clone(self, name: str) -> str:
-        return harness.clone_repo(self.root, self.path(name))
+        return clone_checkout(self.root, self.path(name))
 
     def package(self, repo: str, store: str, spec: str = PACKAGE_SPEC, **kwargs) -> PantsRun:
         run = harness.run_pants(
