@@ -181,9 +181,7 @@ class PantsRun:
 
     def logged_compiles(self) -> list[CompileDescription]:
         """Every compile process that really ran (not a cache hit), in log order."""
-        completed = (
-            m["what"] for m in _LOG_LINE.finditer(self.stderr) if m["event"] == "Completed"
-        )
+        completed = (what for _, event, what in log_events(self.stderr) if event == "Completed")
         return [c for c in map(parse_compile_description, completed) if c is not None]
 
     def logged_pairs(self) -> list[tuple[str, str]]:
@@ -229,16 +227,23 @@ _SUMMARY_COUNTERS = (
 )
 
 
+def log_events(stderr: str) -> list[tuple[datetime, str, str]]:
+    """(time, `Starting` or `Completed`, description) of each process line Pants logged."""
+    return [
+        (datetime.strptime(m["time"], "%H:%M:%S.%f"), m["event"], m["what"])
+        for m in _LOG_LINE.finditer(stderr)
+    ]
+
+
 def log_spans(stderr: str) -> list[tuple[str, float]]:
     """(description, seconds from `Starting:` to `Completed:`) of each logged process."""
     started: dict[str, datetime] = {}
     spans = []
-    for m in _LOG_LINE.finditer(stderr):
-        stamp = datetime.strptime(m["time"], "%H:%M:%S.%f")
-        if m["event"] == "Starting":
-            started[m["what"]] = stamp
-        elif m["what"] in started:
-            spans.append((m["what"], (stamp - started.pop(m["what"])).total_seconds()))
+    for stamp, event, what in log_events(stderr):
+        if event == "Starting":
+            started[what] = stamp
+        elif what in started:
+            spans.append((what, (stamp - started.pop(what)).total_seconds()))
     return spans
 
 

@@ -27,23 +27,23 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import shutil
 import statistics
 import sys
 import tempfile
-from datetime import datetime
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:0] = [os.path.join(REPO, "pants-plugins"), os.path.join(REPO, "tests", "remote_execution")]
 
 import remote_execution_harness as harness  # noqa: E402
-from gpu_build_testutil.pants_harness import PantsRun, clone_checkout, log_spans  # noqa: E402
+from gpu_build_testutil.pants_harness import (  # noqa: E402
+    PantsRun,
+    clone_checkout,
+    log_events,
+    log_spans,
+)
 
 SPEC = "src/python/bench_kernels::"
-_COMPILE_LINE = re.compile(
-    r"^(\d\d:\d\d:\d\d\.\d\d) \[INFO\] (Starting|Completed): Compile ", re.MULTILINE
-)
 
 KERNEL = '''"""Generated kernel {i} of the remote execution benchmark."""
 
@@ -75,7 +75,7 @@ def write_kernels(repo: str, count: int, capabilities: list[str]) -> None:
 
 def compile_phase_s(run: PantsRun) -> float:
     """Seconds from the first compile's `Starting:` to the last compile's `Completed:`."""
-    stamps = [datetime.strptime(m.group(1), "%H:%M:%S.%f") for m in _COMPILE_LINE.finditer(run.stderr)]
+    stamps = [stamp for stamp, _, what in log_events(run.stderr) if what.startswith("Compile ")]
     return (max(stamps) - min(stamps)).total_seconds() if stamps else 0.0
 
 
@@ -101,7 +101,8 @@ def main() -> None:
             return run.check()
 
         local = package("cold local", None)
-        rows.append(("cold local", 2, local))
+        local_jobs = os.cpu_count() or 1  # Pants' default process_execution_local_parallelism
+        rows.append(("cold local", local_jobs, local))
         for jobs in (1, 2):
             state = os.path.join(scratch, f"executor-{jobs}")
             with harness.executor(REPO, state_dir=state, jobs=jobs) as server:
@@ -124,11 +125,12 @@ def main() -> None:
         print(f"| {name} | {run.wall_s:.1f} | {phase:.1f} | {ran} | {per_action[name]:.2f} |")
     remote1 = next(r for n, _, r in rows if n.startswith("cold remote, 1"))
     t_action = per_action["cold remote, 1 job(s)"]
-    t_fixed = remote1.wall_s - compile_phase_s(remote1)
+    actions = len(remote1.logged_compiles())
+    t_fixed = remote1.wall_s - t_action * actions
     print(f"\nremote per-action overhead: {t_action - t_compile:.2f} s over a {t_compile:.2f} s compile")
-    print(f"model: T(W, c) = {t_fixed:.1f} + ceil({args.kernels} / (W * c)) * {t_action:.2f} s")
+    print(f"model: T(W, c) = {t_fixed:.1f} + ceil({actions} / (W * c)) * {t_action:.2f} s")
     for workers in (1, 2, 4, 8, 16):
-        estimate = t_fixed + math.ceil(args.kernels / (workers * 2)) * t_action
+        estimate = t_fixed + math.ceil(actions / (workers * 2)) * t_action
         print(f"  {workers:2d} workers x 2 jobs: {estimate:.0f} s")
 
 
