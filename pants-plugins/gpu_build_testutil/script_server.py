@@ -2,7 +2,8 @@
 .ci/buildgrid/buildgrid.sh, buildbox-casd through .ci/buildbox/buildbox.sh), for the integration
 tests and the benchmarks that need a real REAPI server on 127.0.0.1.
 
-Both scripts speak one protocol, which this module is the one client of:
+Both scripts speak one protocol, which this module is the one client of (run_script runs any
+subcommand; `install` prints what it installed as its last line of stdout):
 `SCRIPT start --state-dir DIR --watch-pid PID [ARGS...]` prints the server's address as its last
 line of stdout (`grpc://127.0.0.1:PORT`); `SCRIPT stop --state-dir DIR` stops the server whose
 pid that state dir holds, and no other. `--watch-pid` makes the server follow this process should
@@ -22,6 +23,17 @@ from typing import Iterator, Optional, Sequence
 from gpu_build_testutil.pants_harness import base_env
 
 
+def run_script(repo: str, script: str, *args: str) -> subprocess.CompletedProcess:
+    """`bash SCRIPT ARGS...` (script: a path in repo), its output captured, in the environment of
+    every run the harness makes (base_env)."""
+    return subprocess.run(
+        ["bash", os.path.join(repo, script), *args],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+    )
+
+
 @dataclass
 class ScriptServer:
     """One server of `script` (a path in repo), with its state (pid, log, storage) in state_dir."""
@@ -33,12 +45,7 @@ class ScriptServer:
     address: str = ""
 
     def run_script(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", os.path.join(self.repo, self.script), *args],
-            capture_output=True,
-            text=True,
-            env=base_env(),
-        )
+        return run_script(self.repo, self.script, *args)
 
     def start(self) -> str:
         proc = self.run_script(

@@ -2,9 +2,10 @@
 for the remote execution integration test and benchmark (tests/bench/remote_execution_bench.py).
 
 Standard library only, like gpu_build_testutil under it: it runs under the `python-default`
-resolve's CPython and as a plain script. It shells out to `.ci/buildbox/buildbox.sh` (which
-installs buildbox and bubblewrap, pinned by sha256, into ./pants' cache) and to `./pants` in
-clones of the repository, never in the repository itself.
+resolve's CPython and as a plain script. It runs `.ci/buildbox/buildbox.sh` (which installs
+buildbox and bubblewrap, pinned by sha256, into ./pants' cache) through gpu_build_testutil's
+script_server, the one client of the .ci server scripts, and `./pants` in clones of the
+repository, never in the repository itself.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 import subprocess
 from typing import ContextManager, Mapping, Optional, Sequence
 
-from gpu_build_testutil.pants_harness import PantsRun, base_env, bootstrap_cache
+from gpu_build_testutil.pants_harness import PantsRun, bootstrap_cache
 from gpu_build_testutil.pants_harness import run_pants as run_pants_in
-from gpu_build_testutil.script_server import ScriptServer, script_server
+from gpu_build_testutil.script_server import ScriptServer, run_script, script_server
 
 KERNELS_SPEC = "src/python/imaging/kernels::"
 BUILDBOX_SCRIPT = ".ci/buildbox/buildbox.sh"
@@ -24,12 +25,7 @@ REMOTE_EXECUTION_CONFIG = ".ci/remote-execution.toml"
 
 def install(repo: str) -> str:
     """The directory of buildbox-casd, buildbox-run and bwrap (installed once per machine)."""
-    proc = subprocess.run(
-        ["bash", os.path.join(repo, BUILDBOX_SCRIPT), "install"],
-        capture_output=True,
-        text=True,
-        env=base_env(),
-    )
+    proc = run_script(repo, BUILDBOX_SCRIPT, "install")
     if proc.returncode != 0:
         raise RuntimeError(f"buildbox did not install:\n{proc.stderr}")
     return proc.stdout.strip().splitlines()[-1]
