@@ -1,13 +1,26 @@
 """The gpu_build backend for Pants 2.17: `gpu_kernel` (kernels compiled ahead of time),
-`deploy_bundle` (an app PEX plus its precompiled kernels for one device) and `gpu_toolchain`
-(a compile toolchain as one PEX, for JIT mode)."""
+`deploy_bundle` (an app PEX plus its precompiled kernels for one device), `device_fleet` (bundles
+rolled out to many devices through Ansible) and `gpu_toolchain` (a compile toolchain as one PEX,
+for JIT mode)."""
 
 from __future__ import annotations
 
 from gpu_build.dependency_inference import rules as dependency_inference
-from gpu_build.goals import deploy, package_bundle, package_kernel, package_toolchain, run_bundle
+from gpu_build.goals import (
+    deploy,
+    deploy_fleet,
+    package_bundle,
+    package_kernel,
+    package_toolchain,
+    run_bundle,
+)
 from gpu_build.scripts import process_tool
-from gpu_build.target_types import DeployBundleTarget, GpuKernelTarget, GpuToolchainTarget
+from gpu_build.target_types import (
+    DeployBundleTarget,
+    DeviceFleetTarget,
+    GpuKernelTarget,
+    GpuToolchainTarget,
+)
 from gpu_build.util_rules import (
     bundle_archive,
     bundle_cache,
@@ -22,7 +35,7 @@ from gpu_build.util_rules import (
 
 
 def target_types():
-    return [GpuKernelTarget, DeployBundleTarget, GpuToolchainTarget]
+    return [GpuKernelTarget, DeployBundleTarget, DeviceFleetTarget, GpuToolchainTarget]
 
 
 def kernel_rules():
@@ -38,7 +51,8 @@ def kernel_rules():
 
 
 def bundle_rules():
-    """The `deploy_bundle` half: the app PEX, kernels, cache/, signature, archive, run, deploy;
+    """The `deploy_bundle` half: the app PEX, kernels, cache/, signature, archive, run, deploy
+    (one device, or a `device_fleet`);
     and `gpu_toolchain`'s package, which shares the app PEX's strip step."""
     return [
         *bundle_kernels.rules(),
@@ -51,6 +65,7 @@ def bundle_rules():
         *package_bundle.rules(),
         *run_bundle.rules(),
         *deploy.rules(),
+        *deploy_fleet.rules(),
         *package_toolchain.rules(),
     ]
 

@@ -18,6 +18,7 @@ from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
     Dependencies,
+    DictStringToStringField,
     IntField,
     SingleSourceField,
     SpecialCasedDependencies,
@@ -473,6 +474,132 @@ class DeployBundleTarget(Target):
         `pants package` writes `dist/imaging_orin/` (`app.pex`, `cache/`) and
         `dist/imaging_orin.tar.gz`. `pants experimental-deploy` sends what changed to the
         device (`destination`) and switches its `current` release atomically.
+        """
+    )
+
+
+# -----------------------------------------------------------------------------------------------
+# `device_fleet`
+
+
+class DeviceFleetInventoryField(SingleSourceField):
+    alias = "inventory"
+    required = True
+    help = help_text(
+        """
+        The fleet's Ansible inventory, a file beside this BUILD file: INI or YAML, as
+        `ansible-inventory` reads it. Its groups are what `bundles` maps; per-host variables
+        say how to reach each device and where its bundle goes: `ansible_host`, `ansible_port`,
+        `ansible_user`, `ansible_ssh_private_key_file` (absolute, or `~/...`),
+        `ansible_python_interpreter`, and `gpu_bundle_path` (required: the absolute directory
+        of the device's releases, `current` and `previous`).
+        """
+    )
+
+
+class DeviceFleetBundlesField(DictStringToStringField):
+    alias = "bundles"
+    required = True
+    help = help_text(
+        """
+        Which `deploy_bundle` each inventory group runs, `{"group": "address"}`, e.g.
+        `{"orin": ":imaging_orin", "h200": ":imaging_h200"}`. A host in two groups that name
+        different bundles is refused; hosts in no named group are left alone. The groups are
+        rolled out in this order.
+        """
+    )
+
+
+class DeviceFleetRolloutField(StringSequenceField):
+    alias = "rollout"
+    default = ("100%",)
+    help = help_text(
+        """
+        The rollout's batches, as Ansible's `serial`: each a device count (`"1"`) or a share of
+        the fleet (`"25%"`); the last one repeats until every device is done. `["1", "25%",
+        "100%"]`: one canary device, then a quarter, then the rest. A batch starts only when
+        the one before it has passed (see `max_fail_percentage`).
+        """
+    )
+
+
+class DeviceFleetMaxFailPercentageField(IntField):
+    value: int
+    alias = "max_fail_percentage"
+    default = 0
+    help = help_text(
+        """
+        The share of a batch's devices (0-100) that may fail (unreachable, deploy refused, or
+        health check failed and rolled back) before the rollout stops: Ansible's
+        `max_fail_percentage`. At 0, one failed device stops it; later batches are not started.
+        """
+    )
+
+
+class DeviceFleetForksField(IntField):
+    value: int
+    alias = "forks"
+    default = 5
+    valid_numbers = ValidNumbers.positive_only
+    help = "How many devices of a batch are deployed at once (Ansible's `--forks`)."
+
+
+class DeviceFleetHealthCheckField(StringField):
+    alias = "health_check"
+    help = help_text(
+        """
+        A shell command run on each device after its switch, in the new release's directory,
+        e.g. `"./app --self-test"`. It runs after the runtime's `verify` of the release (every
+        file, and the signature against the keys pinned in the app: `PEX_MODULE=gpu_runtime
+        ./app verify .`), which always runs. Exit status 0 is healthy; otherwise that device's
+        `current` goes back to `previous` and the device fails its batch.
+        """
+    )
+
+
+class DeviceFleetHealthTimeoutField(IntField):
+    value: int
+    alias = "health_timeout"
+    default = 60
+    valid_numbers = ValidNumbers.positive_only
+    help = "Seconds each health-check command may take on a device before it counts as failed."
+
+
+class DeviceFleetTarget(Target):
+    alias = "device_fleet"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        DeviceFleetInventoryField,
+        DeviceFleetBundlesField,
+        DeviceFleetRolloutField,
+        DeviceFleetMaxFailPercentageField,
+        DeviceFleetForksField,
+        DeviceFleetHealthCheckField,
+        DeviceFleetHealthTimeoutField,
+    )
+    help = help_text(
+        """
+        Many devices, one deploy: `pants experimental-deploy` of a `device_fleet` builds each
+        `deploy_bundle` it names and rolls it out, through Ansible (the resolve of
+        `[gpu-fleet-deploy].ansible_resolve`), to every device of the inventory group mapped to
+        it, in serial batches. On each device it does what a single-device deploy does (the
+        device's lock; only files whose sha256 it lacks sent; staged, verified by hash and by
+        its trust policy, prepared; `current` switched with one rename; `previous` kept), then
+        a health check; a device that fails it goes back to `previous` on its own.
+
+            device_fleet(
+                name="fleet",
+                inventory="devices.ini",
+                bundles={"orin": ":imaging_orin", "h200": ":imaging_h200"},
+                rollout=["1", "25%", "100%"],
+                max_fail_percentage=0,
+                health_check="./app --self-test",
+            )
+
+        A summary, one line per device (its release, files and bytes sent, prepare and
+        health-check seconds, what happened), ends the deploy and is written to
+        `dist/<name>.fleet-summary.json`. `--gpu-fleet-deploy-check` is a dry run,
+        `--gpu-fleet-deploy-limit=PATTERN` picks devices.
         """
     )
 

@@ -9,6 +9,10 @@
   naming both.
 - `experimental-deploy` to a real sshd on 127.0.0.1: the first deploy sends every file, the
   second, after editing one kernel, only that kernel's files and the manifest and signature.
+- `experimental-deploy` of a `device_fleet` (Ansible from the repo's `ansible` resolve) to two
+  sshds on 127.0.0.1 in batches of 1 and 100%: both switched, each checked by the runtime's
+  `verify` against the key pinned in the signed app, the summary JSON in dist/; then its
+  `--gpu-fleet-deploy-check` dry run changes nothing.
 
 The first three runs (the package, the key inside the repo, the first deploy) share a pantsd
 (nothing Pants reads in the repo changes between them, so pantsd's file watcher has nothing to
@@ -31,7 +35,13 @@ from typing import Iterator
 import pytest
 
 from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
-from gpu_build_testutil.pants_harness import copy_checkout, repo_root, run_pants, stop_pantsd
+from gpu_build_testutil.pants_harness import (
+    copy_checkout,
+    find_cpython,
+    repo_root,
+    run_pants,
+    stop_pantsd,
+)
 
 APP = "src/python/imaging"
 BUNDLE = f"{APP}:imaging_h200"
@@ -189,6 +199,76 @@ def test_deploy_sends_only_what_changed(checkout: Checkout, tmp_path: Path) -> N
     finally:
         saxpy.write_text(original)
         sshd.stop()
+
+
+FLEET_BUILD = """
+device_fleet(
+    name="fleet",
+    inventory="devices.ini",
+    bundles={"h200": "src/python/imaging:imaging_h200"},
+    rollout=["1", "100%"],
+    health_check="test -x ./app && test -f cache/manifest.json.sig",
+)
+"""
+
+
+def test_fleet_deploy_through_ansible(checkout: Checkout, tmp_path: Path) -> None:
+    python = find_cpython("3.12")  # the H200 bundle's platform: its app runs on CPython 3.12
+    if not python:
+        pytest.skip("the fleet's devices run the H200 bundle's app, which needs a CPython 3.12")
+    servers = [LocalSshd(tmp_path / f"sshd-{n}") for n in (1, 2)]
+    try:
+        for server in servers:
+            server.dir.mkdir()
+            server.start()
+    except SshdUnavailable as e:
+        pytest.skip(f"no OpenSSH server for the fleet test: {e}")
+    try:
+        fleet = checkout.repo / "src" / "python" / "fleet_test"
+        fleet.mkdir()
+        (fleet / "BUILD").write_text(FLEET_BUILD)
+        (fleet / "devices.ini").write_text(
+            "[h200]\n"
+            + "".join(
+                f"h200-{n} ansible_host=127.0.0.1 ansible_port={s.port} ansible_user={s.user} "
+                f"ansible_ssh_private_key_file={s.identity} ansible_python_interpreter={python} "
+                f"gpu_remote_python={python} gpu_bundle_path={tmp_path / f'device-{n}'}\n"
+                for n, s in enumerate(servers, 1)
+            )
+        )
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text("".join(s.known_hosts.read_text() for s in servers))
+        options = [
+            *signing(checkout),
+            f"--gpu-bundle-deploy-ssh-options={[f'UserKnownHostsFile={known_hosts}']!r}",
+        ]
+        target = "src/python/fleet_test:fleet"
+        run = run_pants(checkout.repo, ["experimental-deploy", *options, target], local_store=None)
+        print(run.stdout[-3000:], run.stderr[-3000:])
+        run.check()
+        summary_path = checkout.repo / "dist" / "fleet.fleet-summary.json"
+        devices = {d["host"]: d for d in json.loads(summary_path.read_text())["devices"]}
+        assert sorted(devices) == ["h200-1", "h200-2"]
+        for n in (1, 2):
+            d = devices[f"h200-{n}"]
+            current = tmp_path / f"device-{n}" / "current"
+            assert d["outcome"] == "switched", d
+            assert d["release"] == os.path.basename(os.readlink(current))
+            assert d["files_sent"] == len(tree(current)) and d["health_s"] is not None, d
+            assert (current / "cache" / "manifest.json.sig").is_file()
+        assert run.stdout.count("PLAY [Roll out GPU bundles]") == 2  # batches of 1, then the rest
+
+        check = run_pants(
+            checkout.repo,
+            ["experimental-deploy", *options, "--gpu-fleet-deploy-check", target],
+            local_store=None,
+        ).check()
+        checked = json.loads(summary_path.read_text())
+        assert checked["check"] is True, check.stdout
+        assert {d["outcome"] for d in checked["devices"]} == {"unchanged"}, checked
+    finally:
+        for server in servers:
+            server.stop()
 
 
 def test_bundles_writing_one_dist_path_are_refused(checkout: Checkout) -> None:

@@ -92,7 +92,7 @@ def openssh_request(name: str, search_path: tuple[str, ...]) -> BinaryPathReques
     return BinaryPathRequest(binary_name=name, search_path=search_path, test=test)
 
 
-def _binary(paths: BinaryPaths, request: BinaryPathRequest) -> str:
+def binary_path(paths: BinaryPaths, request: BinaryPathRequest) -> str:
     if not paths.first_path:
         raise DeployBundleError(
             f"`{request.binary_name}` (OpenSSH's client) is needed to deploy, and not on PATH "
@@ -102,7 +102,7 @@ def _binary(paths: BinaryPaths, request: BinaryPathRequest) -> str:
     return paths.first_path.path
 
 
-def _abspath(build_root: BuildRoot, path: str) -> str:
+def abspath_in_build_root(build_root: BuildRoot, path: str) -> str:
     return os.path.abspath(os.path.join(build_root.path, os.path.expanduser(path)))
 
 
@@ -123,7 +123,7 @@ def deploy_tool_argv(
         *("--port", str(field_set.ssh_port.value or options.port)),
         *("--remote-python", options.remote_python, "--limit-kbps", str(options.limit_kbps)),
         *("--ssh", ssh, "--sftp", sftp),
-        *(["--identity", _abspath(build_root, identity)] if identity else []),
+        *(["--identity", abspath_in_build_root(build_root, identity)] if identity else []),
         *(arg for option in options.ssh_options for arg in ("--ssh-option", option)),
     ]
 
@@ -162,8 +162,8 @@ async def deploy_device_bundle(
         options,
         bundle_dir=package_field_set.output_dir,
         destination=destination,
-        ssh=_binary(ssh, ssh_request),
-        sftp=_binary(sftp, sftp_request),
+        ssh=binary_path(ssh, ssh_request),
+        sftp=binary_path(sftp, sftp_request),
         build_root=build_root,
     )
     process = await Get(

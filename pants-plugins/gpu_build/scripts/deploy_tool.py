@@ -416,7 +416,9 @@ def warn(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
 
-def deploy(args: argparse.Namespace) -> int:
+def deploy(args: argparse.Namespace, report: Dict[str, Any]) -> int:
+    """The deploy (or with `--check` its plan, or with `--rollback` the switch back); what it did
+    goes into `report` as it goes (the fleet deploy's per-device record, `--report`)."""
     odd = unsafe_chars(os.path.abspath(args.bundle))
     if odd:
         raise DeployError(
@@ -427,14 +429,28 @@ def deploy(args: argparse.Namespace) -> int:
     check_local(args.bundle, files)
     remote = Remote(args)
     with remote.lock(args.lock_wait):
-        return deploy_locked(args, remote, files)
+        if args.rollback:
+            done = remote.call("rollback", release=args.rollback)
+            report.update(outcome="rolled back", release=os.path.basename(done["current"]))
+            print(
+                f"Rolled back {remote.host}:{remote.base}/current -> {done['current']} "
+                f"({args.rollback} failed; kept in releases/)",
+                flush=True,
+            )
+            return 0
+        return deploy_locked(args, remote, files, report)
 
 
 def deploy_locked(
-    args: argparse.Namespace, remote: Remote, files: Dict[str, Tuple[str, int]]
+    args: argparse.Namespace,
+    remote: Remote,
+    files: Dict[str, Tuple[str, int]],
+    report: Dict[str, Any],
 ) -> int:
     """The deploy, while this tool holds the destination's lock (no other deploy runs there)."""
     state = remote.call("state", files={p: s for p, (s, _) in files.items()})
+    release = release_id(files[MANIFEST_PATH][0])
+    report.update(files_total=len(files), previous=state["previous"], before=state["current"])
     where = f"{remote.host}:{remote.base}"
     if state["foreign"]:
         warn(
@@ -445,6 +461,7 @@ def deploy_locked(
     if refusal:
         raise DeployError(f"{refusal}; nothing was sent, `current` is unchanged")
     if state["same"]:
+        report.update(outcome="unchanged", release=os.path.basename(state["current"]))
         print(
             f"Nothing to deploy: {where}/current ({state['current']}) already holds this bundle "
             f"(all {len(files)} files, sha256 checked on the device); nothing sent, nothing "
@@ -459,8 +476,26 @@ def deploy_locked(
             f"and only {state['free']} are free: free at least {needed - state['free']} bytes "
             "there (e.g. old releases or other files) and deploy again; nothing was sent"
         )
-    release = release_id(files[MANIFEST_PATH][0])
+    if args.check:
+        _, send = plan(files, current_digests(remote.host, state)[0])
+        sent_bytes = sum(files[p][1] for p in send)
+        report.update(outcome="would switch", release=release, files_sent=len(send))
+        report.update(bytes_sent=sent_bytes)
+        print(
+            f"Check only: would send {len(send)} of {len(files)} files ({sent_bytes} bytes) to "
+            f"{where}/releases/{release} and switch `current` to it; nothing sent",
+            flush=True,
+        )
+        return 0
     send, done = stage_and_send(args, remote, files, state, release, needed)
+    report.update(
+        outcome="switched",
+        release=release,
+        previous=done["previous"],
+        files_sent=len(send),
+        bytes_sent=sum(files[p][1] for p in send),
+        prepare_s=round(sum(done.get("prepared", {}).values()), 2),
+    )
     report_switch(remote, files, release, send, done)
     return 0
 
@@ -579,12 +614,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     )
     p.add_argument("--ssh", default="ssh")
     p.add_argument("--sftp", default="sftp")
+    p.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="say what would be sent; change nothing",
+    )
+    p.add_argument(
+        "--rollback",
+        metavar="RELEASE",
+        help="point `current` back at `previous` if it is still RELEASE (a failed health check)",
+    )
+    p.add_argument("--report", help="write what was done as JSON to this file")
     args = p.parse_args(argv)
+    report: Dict[str, Any] = {"destination": args.destination, "files_sent": 0, "bytes_sent": 0}
     try:
-        return deploy(args)
+        return deploy(args, report)
     except DeployError as e:
+        report.update(outcome="failed", error=str(e))
         print(f"Deploy of {args.bundle} to {args.destination} failed: {e}", file=sys.stderr)
         return 1
+    finally:
+        if args.report:
+            write_report(args.report, report)
+
+
+def write_report(path: str, report: Dict[str, Any]) -> None:
+    """`report` as JSON at `path`, put in place by a rename (a reader never sees half of it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(report, f, sort_keys=True)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

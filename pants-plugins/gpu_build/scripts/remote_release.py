@@ -587,6 +587,32 @@ def finish(req: dict) -> dict:
     }
 
 
+def rollback(req: dict) -> dict:
+    """Points `current` back at `previous`, with one rename, if `current` is still the release
+    `release` (the one that failed its health check): a fleet deploy's rescue of one device. The
+    failed release stays in releases/ (the next deploy removes it, as any release that is neither
+    `current` nor `previous`); `previous` is left as it is."""
+    base, release = req["base"], check_release(req["release"])
+    check_layout(base)
+    current = _link_target(os.path.join(base, "current"))
+    previous = _link_target(os.path.join(base, "previous"))
+    if current != f"{RELEASES}/{release}":
+        raise ReleaseError(
+            f"not rolled back: {base}/current is {current or 'missing'}, not {release} (another "
+            "deploy switched it): check the device"
+        )
+    if previous is None or previous == current:
+        raise ReleaseError(
+            f"not rolled back: {base} has no `previous` release to go back to ({release} is the "
+            "first one deployed there): deploy a release that passes the health check"
+        )
+    if not os.path.isdir(os.path.join(base, previous)):
+        raise ReleaseError(f"not rolled back: {base}/previous ({previous}) is not a release")
+    _point(base, "current", previous)
+    _fsync_dir(base)
+    return {"current": previous, "failed": release}
+
+
 LOCK_POLL_S = 0.2
 
 
@@ -689,6 +715,7 @@ COMMANDS: Dict[str, Callable[[dict], Optional[dict]]] = {
     "stage": stage,
     "finish": finish,
     "abort": abort,
+    "rollback": rollback,
 }
 
 

@@ -1,9 +1,10 @@
-"""`[gpu-bundle-deploy]`: how `pants experimental-deploy` reaches a device (target fields win)."""
+"""`[gpu-bundle-deploy]`: how `pants experimental-deploy` reaches a device (target fields win);
+`[gpu-fleet-deploy]`: what a `device_fleet` deploy runs with, and its dry run and device pick."""
 
 from __future__ import annotations
 
 from pants.core.util_rules.search_paths import ExecutableSearchPathsOptionMixin
-from pants.option.option_types import IntOption, StrListOption, StrOption
+from pants.option.option_types import BoolOption, IntOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -59,3 +60,44 @@ class GpuBundleDeploy(Subsystem):
             The directories searched for OpenSSH's `ssh` and `sftp`, in order.
             """
         )
+
+
+class GpuFleetDeploy(Subsystem):
+    options_scope = "gpu-fleet-deploy"
+    help = softwrap(
+        """
+        `pants experimental-deploy` of a `device_fleet`: Ansible rolls each group's bundle out
+        in the target's batches. How ssh reaches the devices (options, key, `ssh`/`sftp`) is
+        `[gpu-bundle-deploy]`'s; the inventory's host variables win.
+        """
+    )
+
+    ansible_resolve = StrOption(
+        default="ansible",
+        help=softwrap(
+            """
+            The resolve (`[python.resolves]`) whose lockfile holds `ansible-core` (2.19 or
+            newer): the fleet deploy runs Ansible from a PEX of its entire lockfile, on an
+            interpreter of that resolve's interpreter constraints.
+            """
+        ),
+    )
+    check = BoolOption(
+        default=False,
+        help=softwrap(
+            """
+            A dry run (Ansible's `--check`): each reachable device says what it would be sent
+            (files and bytes, decided by sha256 on the device) and nothing is sent or switched.
+            `pants experimental-deploy --gpu-fleet-deploy-check path/to:fleet`.
+            """
+        ),
+    )
+    limit = StrOption(
+        default=None,
+        help=softwrap(
+            """
+            Deploy only to the devices matching this Ansible host pattern (`--limit`), e.g.
+            `orin-1`, `orin`, `h200:!h200-3`.
+            """
+        ),
+    )
