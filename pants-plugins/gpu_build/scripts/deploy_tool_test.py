@@ -3,7 +3,9 @@
 A synthetic bundle (cache/ of fake kernel files, a 3 MB app.pex, the manifest listing both):
 the first deploy sends every file; after one kernel is edited only its two files and the
 manifest go; a transfer killed half-way leaves `current` on the old release, and the next
-deploy completes and keeps the old release as `previous`.
+deploy completes and keeps the old release as `previous`. A fleet's per-device steps: `--check`
+says what would go and changes nothing, `--rollback` puts `previous` back only while `current` is
+still the release that failed, and `--report` records each as JSON.
 """
 
 from __future__ import annotations
@@ -167,6 +169,48 @@ def test_deploys_only_what_changed_and_survives_a_cut_transfer(sshd, tmp_path):
     assert sorted(p.name for p in (dest / "releases").iterdir()) == sorted(
         [os.path.basename(second), os.path.basename(os.readlink(dest / "current"))]
     )
+
+
+def run_tool(sshd: LocalSshd, bundle: Path, dest: Path, report: Path, *extra: str):
+    argv = tool_argv(sshd, bundle, dest, "--report", str(report), *extra)
+    proc = subprocess.run(argv, env=tool_env(), capture_output=True, text=True)
+    print(proc.stdout, proc.stderr)
+    return proc, json.loads(report.read_text())
+
+
+def test_check_changes_nothing_and_rollback_goes_back_once(sshd, tmp_path):
+    bundle, dest = make_bundle(tmp_path / "bundle"), tmp_path / "device" / "imaging"
+    report = tmp_path / "report.json"
+    proc, first = run_tool(sshd, bundle, dest, report)
+    assert proc.returncode == 0 and first["outcome"] == "switched", first
+    assert first["files_sent"] == first["files_total"] == len(tree(bundle))
+    assert first["release"] == os.path.basename(os.readlink(dest / "current"))
+
+    # Nothing to roll back to on a device's first release: refused, `current` kept.
+    proc, refused = run_tool(sshd, bundle, dest, report, "--rollback", first["release"])
+    assert proc.returncode == 1 and refused["outcome"] == "failed", refused
+    assert "no `previous` release" in refused["error"]
+    assert os.path.basename(os.readlink(dest / "current")) == first["release"]
+
+    edit_kernel(bundle)
+    before = tree(dest)
+    proc, checked = run_tool(sshd, bundle, dest, report, "--check")
+    assert proc.returncode == 0 and checked["outcome"] == "would switch", checked
+    assert checked["files_sent"] == 3 and 0 < checked["bytes_sent"] < 100_000, checked
+    assert tree(dest) == before  # nothing sent, nothing switched
+
+    proc, second = run_tool(sshd, bundle, dest, report)
+    assert second["outcome"] == "switched" and second["previous"].endswith(first["release"])
+    assert (second["files_sent"], second["bytes_sent"]) == (3, checked["bytes_sent"])
+
+    # A rollback names the release that failed: another one in `current` is left alone.
+    proc, wrong = run_tool(sshd, bundle, dest, report, "--rollback", first["release"])
+    assert proc.returncode == 1 and "another deploy switched it" in wrong["error"], wrong
+    proc, back = run_tool(sshd, bundle, dest, report, "--rollback", second["release"])
+    assert proc.returncode == 0 and back["outcome"] == "rolled back", back
+    assert os.path.basename(os.readlink(dest / "current")) == first["release"] == back["release"]
+    assert tree(dest / "current") != tree(bundle)  # the old release, whole
+    assert (dest / "releases" / second["release"]).is_dir()  # kept until the next deploy
 
 
 def test_a_release_that_does_not_verify_is_not_switched_to(sshd, tmp_path, monkeypatch):
