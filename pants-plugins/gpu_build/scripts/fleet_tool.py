@@ -56,6 +56,8 @@ def ansible(module: str, args: List[str], env: Dict[str, str], **kwargs) -> Any:
 def inventory_listing(inventory: str, limit: Optional[str], env: Dict[str, str]) -> Dict:
     """`ansible-inventory --list` of the inventory, `--limit` applied."""
     argv = ["-i", inventory, "--list", *(["--limit", limit] if limit else [])]
+    # A file Ansible cannot parse (or that is not there) is an error, not an empty fleet.
+    env = dict(env, ANSIBLE_INVENTORY_UNPARSED_FAILED="true")
     proc = ansible("inventory", argv, env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise FleetError(f"ansible-inventory cannot read {inventory}: {proc.stderr.strip()}")
@@ -287,7 +289,7 @@ def ansible_env(args: argparse.Namespace, work: str) -> Dict[str, str]:
         ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "ansible_callback"),
         ANSIBLE_CALLBACKS_ENABLED="fleet_record",
         ANSIBLE_LOCALHOST_WARNING="false",
-        ANSIBLE_INVENTORY_UNPARSED_WARNING="false",
+        ANSIBLE_INVENTORY_UNPARSED_FAILED="true",
         GPU_FLEET_RECORD=os.path.join(work, "record.json"),
     )
 
