@@ -9,6 +9,7 @@ from gpu_build.dependency_inference import rules as dependency_inference
 from gpu_build.goals import (
     deploy,
     deploy_fleet,
+    gpu_resources,
     package_bundle,
     package_kernel,
     package_toolchain,
@@ -71,4 +72,4 @@ def bundle_rules():
 
 
 def rules():
-    return [*kernel_rules(), *bundle_rules()]
+    return [*kernel_rules(), *gpu_resources.rules(), *bundle_rules()]

@@ -19,6 +19,7 @@ from pants.engine.target import (
     BoolField,
     Dependencies,
     DictStringToStringField,
+    FloatField,
     IntField,
     SingleSourceField,
     SpecialCasedDependencies,
@@ -195,6 +196,89 @@ class GpuKernelOutputPathField(OutputPathField):
     )
 
 
+_BUDGET_DEFAULT = "Default: `[gpu-resource-budgets].{option}`; neither set: no limit."
+
+
+class GpuKernelBudgetRegistersField(IntField):
+    alias = "budget_registers"
+    valid_numbers = ValidNumbers.positive_and_zero
+    help = help_text(
+        f"""
+        The most registers per thread any kernel of this target may use on any of its
+        capabilities; a cubin over it fails the compile, naming the kernel, capability, figure
+        and budget. {_BUDGET_DEFAULT.format(option="registers")}
+        """
+    )
+
+
+class GpuKernelBudgetSpillBytesField(IntField):
+    alias = "budget_spill_bytes"
+    valid_numbers = ValidNumbers.positive_and_zero
+    help = help_text(
+        f"""
+        The most register spill traffic (spill store plus spill load bytes, per thread) a kernel
+        may have; 0 fails any spill. {_BUDGET_DEFAULT.format(option="spill_bytes")}
+        """
+    )
+
+
+class GpuKernelBudgetSharedBytesField(IntField):
+    alias = "budget_shared_bytes"
+    valid_numbers = ValidNumbers.positive_and_zero
+    help = help_text(
+        f"""
+        The most static shared memory per block a kernel may declare, in bytes (as the linker
+        reports it). {_BUDGET_DEFAULT.format(option="shared_bytes")}
+        """
+    )
+
+
+class GpuKernelBudgetLocalBytesField(IntField):
+    alias = "budget_local_bytes"
+    valid_numbers = ValidNumbers.positive_and_zero
+    help = help_text(
+        f"""
+        The most local memory (stack frame) per thread a kernel may use, in bytes.
+        {_BUDGET_DEFAULT.format(option="local_bytes")}
+        """
+    )
+
+
+class GpuKernelBudgetMinOccupancyField(FloatField):
+    alias = "budget_min_occupancy"
+    help = help_text(
+        f"""
+        The least theoretical occupancy (active warps over the SM's maximum, 0 to 1) a kernel
+        must reach on each capability at `budget_block_size` threads per block, or at its best
+        block size where none is named: the CUDA occupancy calculator's arithmetic from its
+        registers and shared memory (`gpu_spec.occupancy`).
+        {_BUDGET_DEFAULT.format(option="min_occupancy")}
+        """
+    )
+
+
+class GpuKernelBudgetBlockSizeField(IntField):
+    alias = "budget_block_size"
+    valid_numbers = ValidNumbers.positive_only
+    help = help_text(
+        f"""
+        The threads per block the kernel is launched with, at which `budget_min_occupancy` is
+        checked and `pants gpu-resources` reports occupancy.
+        {_BUDGET_DEFAULT.format(option="block_size")}
+        """
+    )
+
+
+BUDGET_FIELDS = (
+    GpuKernelBudgetRegistersField,
+    GpuKernelBudgetSpillBytesField,
+    GpuKernelBudgetSharedBytesField,
+    GpuKernelBudgetLocalBytesField,
+    GpuKernelBudgetMinOccupancyField,
+    GpuKernelBudgetBlockSizeField,
+)
+
+
 class GpuKernelTarget(Target):
     alias = "gpu_kernel"
     core_fields = (
@@ -211,6 +295,7 @@ class GpuKernelTarget(Target):
         GpuKernelNameExpressionsField,
         GpuKernelDependenciesField,
         GpuKernelOutputPathField,
+        *BUDGET_FIELDS,
     )
     help = help_text(
         f"""
@@ -227,6 +312,9 @@ class GpuKernelTarget(Target):
             gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_87", "sm_90"])
 
         Every signature form, linked `.cu` files, headers and the outputs: docs/gpu_kernel.md.
+        The `budget_*` fields fail the compile of a kernel that uses more registers, spills,
+        shared or local memory than allowed, or reaches too little occupancy; `pants
+        gpu-resources` reports every kernel's figures.
         """
     )
 

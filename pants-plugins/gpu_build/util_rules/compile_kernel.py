@@ -29,13 +29,22 @@ from pants.source.source_root import SourceRoot, SourceRootRequest
 from pants.util.strutil import softwrap
 
 from gpu_build import validation
+from gpu_build.subsystems.budgets import GpuResourceBudgets
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
+from gpu_build.util_rules import kernel_resources
 from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
     compile_options,
+    resource_budget,
     uncovered_capabilities,
+)
+from gpu_build.util_rules.kernel_resources import (
+    CompiledForResources,
+    KernelResources,
+    KernelResourcesRequest,
+    check_resource_budget,
 )
 from gpu_build.util_rules.toolchain import (
     ToolchainPex,
@@ -156,6 +165,8 @@ class CompileKernelRequest:
     capabilities: tuple[str, ...] | None = None
     # A deploy_bundle may pick the toolchain; None means the target's own (or the default).
     toolchain: str | None = None
+    # Whether a kernel over the target's resource budget fails (the report asks for figures).
+    check_budget: bool = True
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,11 @@ class CompiledKernel:
     toolchain: str
     # `<module>.ptx`, `<module>.cubin` and `metadata.json` at the digest's root.
     digest: Digest
+
+    def for_resources(self) -> CompiledForResources:
+        return CompiledForResources(
+            self.address, self.source, self.toolchain, self.capability, self.digest
+        )
 
 
 class CompiledKernels(Collection[CompiledKernel]):
@@ -194,7 +210,7 @@ def process_batches(
 
 @rule
 async def compile_kernel(
-    request: CompileKernelRequest, subsystem: GpuToolchains
+    request: CompileKernelRequest, subsystem: GpuToolchains, budgets: GpuResourceBudgets
 ) -> CompiledKernels:
     field_set = request.field_set
     address = field_set.address
@@ -214,7 +230,14 @@ async def compile_kernel(
         Get(CompiledKernels, KernelProcessRequest(field_set, spec, batch)) for batch in batches
     )
     by_capability = {kernel.capability: kernel for result in results for kernel in result}
-    return CompiledKernels(by_capability[c] for c in wanted)
+    compiled = CompiledKernels(by_capability[c] for c in wanted)
+    budget = resource_budget(field_set, budgets)
+    if request.check_budget and not budget.is_empty():
+        rows = await Get(
+            KernelResources, KernelResourcesRequest(tuple(k.for_resources() for k in compiled))
+        )
+        check_resource_budget(address, budget, rows)
+    return compiled
 
 
 def missing_metadata_error(
@@ -297,4 +320,4 @@ async def run_kernel_process(
 
 
 def rules():
-    return [*collect_rules(), *validation.rules()]
+    return [*collect_rules(), *validation.rules(), *kernel_resources.rules()]

@@ -31,13 +31,15 @@ from pants.backend.python.target_types import PythonSourcesGeneratorTarget, Pyth
 from pants.backend.python.util_rules import python_sources
 from pants.core.goals.package import BuiltPackage
 from pants.core.target_types import FilesGeneratorTarget, FileTarget
-from pants.core.util_rules import source_files
+from pants.core.util_rules import distdir, source_files, system_binaries
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import PYTHON_BOOTSTRAP_ENV, QueryRule, RuleRunner
 
 from gpu_build import register
+from gpu_build.goals import gpu_resources
+from gpu_build.goals.gpu_resources import GpuResources
 from gpu_build.goals.package_kernel import GpuKernelPackageFieldSet
 from gpu_build.target_types import GpuKernelTarget
 from gpu_build.util_rules.compile_kernel import (
@@ -46,6 +48,7 @@ from gpu_build.util_rules.compile_kernel import (
     GpuKernelCompileError,
 )
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
+from gpu_build.util_rules.kernel_resources import GpuKernelBudgetError
 from gpu_build.util_rules.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
 
 LOCKFILE = "3rdparty/python/cuda13.lock"
@@ -188,8 +191,52 @@ NEEDS_SM80_CU = dedent(
     }
     """
 )
-KERN_BUILD = dedent(
+# A kernel that uses every resource a budget limits: 8 KiB of static shared memory, a local
+# array indexed at run time (local memory), and 24 live accumulators (registers; with
+# max_registers=16, spills).
+HUNGRY_CU = dedent(
     """\
+    extern "C" __global__ void hungry(float* out, const float* in, int n, int k) {
+        __shared__ float tile[2048];
+        float scratch[64];
+        float acc[24];
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        for (int j = 0; j < 64; ++j) scratch[j] = in[(i + j) % n];
+        #pragma unroll
+        for (int j = 0; j < 24; ++j) acc[j] = in[(i * 24 + j) % n];
+        for (int r = 0; r < k; ++r) {
+            #pragma unroll
+            for (int j = 0; j < 24; ++j)
+                acc[j] = acc[j] * acc[(j + 1) % 24] + scratch[(r + j) & 63];
+        }
+        float s = 0.0f;
+        #pragma unroll
+        for (int j = 0; j < 24; ++j) s += acc[j];
+        tile[threadIdx.x % 2048] = s + scratch[k & 63];
+        __syncthreads();
+        if (i < n) out[i] = tile[(threadIdx.x + 1) % blockDim.x];
+    }
+    """
+)
+HUNGRY = 'source="hungry.cu", capabilities=["sm_90"]'
+KERN_BUILD = dedent(
+    f"""\
+    gpu_kernel(name="hungry", {HUNGRY})
+    gpu_kernel(name="hungry_registers", {HUNGRY}, budget_registers=8)
+    gpu_kernel(name="hungry_spills", {HUNGRY}, max_registers=16, budget_spill_bytes=0)
+    gpu_kernel(name="hungry_shared", {HUNGRY}, budget_shared_bytes=4096)
+    gpu_kernel(name="hungry_local", {HUNGRY}, budget_local_bytes=0)
+    gpu_kernel(
+        name="hungry_occupancy", {HUNGRY}, budget_min_occupancy=1.0, budget_block_size=1024
+    )
+    gpu_kernel(
+        name="hungry_roomy",
+        {HUNGRY},
+        budget_registers=255,
+        budget_shared_bytes=49152,
+        budget_local_bytes=4096,
+        budget_min_occupancy=0.01,
+    )
     gpu_kernel(name="saxpy", source="saxpy.py", capabilities=["sm_90"])
     gpu_kernel(name="saxpy_two", source="saxpy.py", capabilities=["sm_87", "sm_90"])
     gpu_kernel(name="needs_sm80", source="needs_sm80.cu", capabilities=["sm_75", "sm_90"])
@@ -215,6 +262,7 @@ def build_root_files() -> dict[str, str | bytes]:
         f"{KERN}/broken.py": BROKEN_PY,
         f"{KERN}/broken.cu": BROKEN_CU,
         f"{KERN}/needs_sm80.cu": NEEDS_SM80_CU,
+        f"{KERN}/hungry.cu": HUNGRY_CU,
         f"{KERN}/BUILD": KERN_BUILD,
     }
 
@@ -224,6 +272,9 @@ def rule_runner() -> Iterator[RuleRunner]:
     runner = RuleRunner(
         rules=[
             *register.kernel_rules(),
+            *gpu_resources.rules(),
+            *system_binaries.rules(),
+            *distdir.rules(),
             *source_files.rules(),
             *python_sources.rules(),
             *target_types_rules.rules(),
@@ -381,3 +432,76 @@ def test_impossible_ptx_version_refused_naming_the_target(rule_runner: RuleRunne
     assert f"{KERN}:future_ptx" in message
     assert "9.9" in message
     assert "cuda13" in message
+
+
+def budget_error(rule_runner: RuleRunner, name: str) -> str:
+    with pytest.raises(ExecutionError) as excinfo:
+        rule_runner.request(CompiledKernels, [CompileKernelRequest(field_set(rule_runner, name))])
+    wrapped = list(excinfo.value.wrapped_exceptions)
+    assert len(wrapped) == 1 and isinstance(wrapped[0], GpuKernelBudgetError), repr(wrapped)
+    return str(wrapped[0])
+
+
+@pytest.mark.parametrize(
+    "name, figure",
+    [
+        ("hungry_registers", "registers"),
+        ("hungry_spills", "spill_bytes"),
+        ("hungry_shared", "shared_bytes"),
+        ("hungry_local", "local_bytes"),
+        ("hungry_occupancy", "occupancy"),
+    ],
+)
+def test_a_kernel_over_each_budget_fails_naming_it(
+    rule_runner: RuleRunner, name: str, figure: str
+) -> None:
+    message = budget_error(rule_runner, name)
+    assert message.startswith(f"The gpu_kernel {KERN}:{name} is over its resource budget"), message
+    (line,) = message.splitlines()[1:]  # one kernel, one capability, one figure over
+    assert line.startswith(f"{KERN}/hungry.cu (target {KERN}:{name}): kernel hungry on sm_90: ")
+    assert f": {figure} " in line and "budget" in line and "(fix: " in line, line
+
+
+def test_a_kernel_within_its_budget_compiles(rule_runner: RuleRunner) -> None:
+    (compiled,) = rule_runner.request(
+        CompiledKernels, [CompileKernelRequest(field_set(rule_runner, "hungry_roomy"))]
+    )
+    assert compiled.capability == "sm_90"
+
+
+def report(rule_runner: RuleRunner, *args: str) -> tuple[int, str, dict]:
+    result = rule_runner.run_goal_rule(
+        GpuResources, args=[*args, f"{KERN}:hungry", f"{KERN}:saxpy"]
+    )
+    data = json.loads(Path(rule_runner.build_root, "dist", "gpu-resources.json").read_text())
+    return result.exit_code, result.stdout + result.stderr, data
+
+
+def test_the_report_and_its_baseline_catch_more_registers(rule_runner: RuleRunner) -> None:
+    code, out, data = report(rule_runner)
+    assert code == 0, out
+    rows = {r["kernel"]: r for r in data["kernels"]}
+    assert sorted(rows) == ["hungry", "saxpy"]
+    hungry = rows["hungry"]
+    assert hungry["capability"] == "sm_90" and hungry["toolchain"] == "cuda13"
+    assert hungry["shared_bytes"] >= 8192 and hungry["local_bytes"] > 0 and hungry["registers"] > 0
+    assert 0 < hungry["occupancy"] <= 1 and hungry["over_budget"] == []
+    assert f"{KERN}:hungry" in out and "sm_90" in out
+    baseline = Path(rule_runner.build_root, "baseline.json")
+    baseline.write_text(json.dumps(data))
+
+    # The same kernel with 24 more live accumulators: more registers per thread.
+    rule_runner.write_files({f"{KERN}/hungry.cu": HUNGRY_CU.replace("24", "48")})
+    code, out, grown = report(rule_runner, f"--gpu-resources-baseline={baseline}")
+    assert code == 0, out  # reported, not failed
+    after = {r["kernel"]: r for r in grown["kernels"]}["hungry"]
+    assert after["registers"] > hungry["registers"], (hungry, after)
+    assert (
+        f"grew: {KERN}:hungry hungry on sm_90 (cuda13): registers {hungry['registers']} -> " in out
+    )
+    assert f"{KERN}:saxpy" not in "".join(line for line in out.splitlines() if "grew" in line)
+    code, out, _ = report(
+        rule_runner, f"--gpu-resources-baseline={baseline}", "--gpu-resources-fail-on-growth"
+    )
+    assert code == 1, out
+    rule_runner.write_files({f"{KERN}/hungry.cu": HUNGRY_CU})

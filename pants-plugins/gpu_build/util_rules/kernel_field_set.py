@@ -7,8 +7,15 @@ from typing import Iterable
 
 from pants.engine.target import FieldSet
 
+from gpu_build.subsystems.budgets import GpuResourceBudgets
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import (
+    GpuKernelBudgetBlockSizeField,
+    GpuKernelBudgetLocalBytesField,
+    GpuKernelBudgetMinOccupancyField,
+    GpuKernelBudgetRegistersField,
+    GpuKernelBudgetSharedBytesField,
+    GpuKernelBudgetSpillBytesField,
     GpuKernelCapabilitiesField,
     GpuKernelDefinesField,
     GpuKernelDependenciesField,
@@ -22,6 +29,7 @@ from gpu_build.target_types import (
     GpuKernelToolchainField,
 )
 from gpu_spec.compile.options import CompileOptions
+from gpu_spec.resources.budget import ResourceBudget
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,12 @@ class GpuKernelFieldSet(FieldSet):
     include_dirs: GpuKernelIncludeDirsField
     name_expressions: GpuKernelNameExpressionsField
     dependencies: GpuKernelDependenciesField
+    budget_registers: GpuKernelBudgetRegistersField
+    budget_spill_bytes: GpuKernelBudgetSpillBytesField
+    budget_shared_bytes: GpuKernelBudgetSharedBytesField
+    budget_local_bytes: GpuKernelBudgetLocalBytesField
+    budget_min_occupancy: GpuKernelBudgetMinOccupancyField
+    budget_block_size: GpuKernelBudgetBlockSizeField
 
 
 def kernel_capabilities(field_set: GpuKernelFieldSet, subsystem: GpuToolchains) -> tuple[str, ...]:
@@ -70,3 +84,17 @@ def compile_options(field_set: GpuKernelFieldSet, source_root: str) -> CompileOp
         name_expressions=tuple(field_set.name_expressions.value or ()),
         sys_path=(source_root,),
     )
+
+
+def resource_budget(field_set: GpuKernelFieldSet, defaults: GpuResourceBudgets) -> ResourceBudget:
+    """The target's `budget_*` fields over `[gpu-resource-budgets]`: the one budget its
+    compiles are held to and its report is marked by."""
+    own = ResourceBudget(
+        registers=field_set.budget_registers.value,
+        spill_bytes=field_set.budget_spill_bytes.value,
+        shared_bytes=field_set.budget_shared_bytes.value,
+        local_bytes=field_set.budget_local_bytes.value,
+        min_occupancy=field_set.budget_min_occupancy.value,
+        block_size=field_set.budget_block_size.value,
+    )
+    return own.over(defaults.budget())
