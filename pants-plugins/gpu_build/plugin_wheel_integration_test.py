@@ -212,7 +212,7 @@ def run_page_commands(
             if command == TOOLCHAIN:
                 argv = shlex.split(TOOLCHAIN_PEEK)
             run = run_pants(repo, argv[1:], local_store=store, pantsd=daemon, launcher="./pants")
-            print(f"{command}: {run.summary()}")
+            print(f"{shlex.join(argv)}: {run.summary()}")
             if command != RUN:  # no GPU here: JIT mode stops at the driver (see its test)
                 run.check()
             runs[command] = run
