@@ -11,7 +11,8 @@ glibc 2.35). The H200 box's is derived the same way from CPython 3.12 (x86_64).
 With the device at hand, prefer its own: `python3 -m gpu_runtime platform -o FILE` on it (or
 `PEX_MODULE=gpu_runtime python3 app.pex platform -o FILE`; see docs/deploy_bundle.md). Derived
 files keep x86's manylinux_2_5..2_16 tags for other machines, which the device's own file does
-not list.
+not list. Without pex, `python3.10 -m gpu_runtime platform --machine aarch64 --glibc 2.35`
+derives the same tags as the device lists them (what docs/getting-started.md has users run).
 """
 
 from __future__ import annotations

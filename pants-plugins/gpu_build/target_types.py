@@ -143,10 +143,12 @@ class GpuKernelIncludeDirsField(StringSequenceField):
         Include directories, relative to the BUILD file's directory (NVRTC `-I`): for a
         `.cu` source, and for a numba `.py` source, of the CUDA C++ files its kernels link
         (`@cuda.jit(link=[...])`, `cuda.declare_device(..., link=...)`), searched before the
-        directories of numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS`. The headers' owners
-        (e.g. a `resources` or `files` target) are inferred from the `#include`s, which are
-        also looked up in these directories. Every directory must be an input of the compile:
-        one outside the repository is refused.
+        directories of numba's `config.CUDA_NVRTC_EXTRA_SEARCH_PATHS`. Own the headers with a
+        `resources` target (a `files` target compiles too, but Pants warns about it in the
+        closure of an app's `pex_binary` that depends on the kernel, as JIT mode needs): the
+        owners are inferred from the `#include`s, which are also looked up in these
+        directories. Every directory must be an input of the compile: one outside the
+        repository is refused.
         """
     )
 
@@ -177,21 +179,24 @@ class GpuKernelNameExpressionsField(StringSequenceField):
 class GpuKernelDependenciesField(Dependencies):
     help = help_text(
         """
-        Helper modules a `.py` kernel imports, or headers a `.cu` kernel includes: they are put
-        beside the source when it compiles. The owners of first-party imports and of
-        `#include`d files are inferred (transitively through headers and helpers), so list only
-        what cannot be inferred; `!` ignores an inferred one.
+        Helper modules a `.py` kernel imports, or headers a `.cu` kernel includes (owned by
+        `python_sources` or `resources` targets): they are put beside the source when it
+        compiles. The owners of first-party imports and of `#include`d files are inferred
+        (transitively through headers and helpers), so list only what cannot be inferred; `!`
+        ignores an inferred one.
         """
     )
 
 
 class GpuKernelOutputPathField(OutputPathField):
     help = help_text(
-        f"""
-        Where `pants package` writes this kernel's PTX, cubin and metadata, relative to
-        `dist/`; each capability gets a subdirectory.
-
-        {OutputPathField.help}
+        """
+        The directory `pants package` writes this kernel's PTX, cubin and metadata into,
+        relative to `--distdir` (e.g. `dist/`), one subdirectory per capability:
+        `<output_path>/<capability>/<module>.ptx`. If undefined, the BUILD file's directory
+        with dots for slashes, then the target name: `src/python/app/kernels:saxpy` writes
+        `dist/src.python.app.kernels/saxpy/sm_90/saxpy.ptx`. Setting it risks two targets
+        writing the same directory.
         """
     )
 
@@ -708,10 +713,12 @@ class GpuToolchainNameField(StringField):
 
 class GpuToolchainOutputPathField(OutputPathField):
     help = help_text(
-        f"""
-        Where `pants package` writes the toolchain PEX, relative to `dist/`.
-
-        {OutputPathField.help}
+        """
+        The file `pants package` writes the toolchain PEX to, relative to `--distdir` (e.g.
+        `dist/`). If undefined, the BUILD file's directory with dots for slashes, then the
+        target name and `.pex`: `3rdparty/python:toolchain-cuda13` writes
+        `dist/3rdparty.python/toolchain-cuda13.pex`. Setting it risks two targets writing the
+        same file.
         """
     )
 

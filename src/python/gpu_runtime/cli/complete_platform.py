@@ -89,30 +89,35 @@ def _manylinux_allowed(arch: str, glibc: Version) -> bool:
     return True
 
 
-def manylinux_tags(archs: Sequence[str], glibc: Version) -> Iterator[str]:
+def manylinux_tags(archs: Sequence[str], glibc: Version, host: bool = True) -> Iterator[str]:
     """manylinux_2_N_<arch> from the running glibc down to 2_17 (2_5 on x86), with the
-    manylinux2014/2010/1 aliases right after the glibc they name (packaging's order)."""
+    manylinux2014/2010/1 aliases right after the glibc they name (packaging's order); for
+    another machine than this one (`host=False`), without this host's `_manylinux` override."""
     too_old = (2, 4) if set(archs) & {"x86_64", "i686"} else (2, 16)
     glibc_max = [glibc] + [(major, _LAST_GLIBC_MINOR) for major in range(glibc[0] - 1, 1, -1)]
     for arch in archs:
         for major, max_minor in glibc_max:
             min_minor = too_old[1] if major == too_old[0] else -1
             for minor in range(max_minor, min_minor, -1):
-                if (major, minor) > glibc or not _manylinux_allowed(arch, (major, minor)):
+                if (major, minor) > glibc:
+                    continue
+                if host and not _manylinux_allowed(arch, (major, minor)):
                     continue
                 yield f"manylinux_{major}_{minor}_{arch}"
                 if (major, minor) in _LEGACY_MANYLINUX:
                     yield f"{_LEGACY_MANYLINUX[(major, minor)]}_{arch}"
 
 
-def linux_platforms(machine_platform: str, glibc: Version, is_32bit: bool) -> List[str]:
+def linux_platforms(
+    machine_platform: str, glibc: Version, is_32bit: bool, host: bool = True
+) -> List[str]:
     """The platform tags of a Linux interpreter whose sysconfig platform is e.g. linux-aarch64."""
     linux = machine_platform.replace("-", "_").replace(".", "_")
     if is_32bit:  # a 32-bit interpreter on a 64-bit kernel
         linux = {"linux_x86_64": "linux_i686", "linux_aarch64": "linux_armv8l"}.get(linux, linux)
     arch = linux.split("_", 1)[1]
     archs = {"armv8l": ["armv8l", "armv7l"]}.get(arch, [arch])
-    return list(manylinux_tags(archs, glibc)) + [f"linux_{a}" for a in archs]
+    return list(manylinux_tags(archs, glibc, host)) + [f"linux_{a}" for a in archs]
 
 
 def _py_versions(version: Version) -> List[str]:
@@ -154,17 +159,32 @@ def _cpython_abis() -> List[str]:
     return abis
 
 
-def complete_platform() -> Dict[str, object]:
-    """The running interpreter's complete platform: {"compatible_tags", "marker_environment"}."""
+def complete_platform(
+    machine: Optional[str] = None, glibc: Optional[Version] = None
+) -> Dict[str, object]:
+    """The running interpreter's complete platform: {"compatible_tags", "marker_environment"}.
+
+    With `machine` (e.g. "aarch64") and `glibc`, that of a device not at hand whose CPython is
+    this one's minor version: this interpreter's tags and markers, as if it ran on that machine
+    with that glibc (the device's kernel release and version are unknown: left empty). No
+    `_manylinux` module of this host is consulted for it.
+    """
     if sys.implementation.name != "cpython" or not sys.platform.startswith("linux"):
         raise UnsupportedPlatform(f"{sys.implementation.name} on {sys.platform}")
-    glibc = glibc_version()
-    if glibc is None:
-        raise UnsupportedPlatform("a Linux whose C library is not glibc (musl?)")
-    platforms = linux_platforms(sysconfig.get_platform(), glibc, sys.maxsize <= 2**32)
+    markers = marker_environment()
+    if machine is None:
+        glibc = glibc or glibc_version()
+        if glibc is None:
+            raise UnsupportedPlatform("a Linux whose C library is not glibc (musl?)")
+        platforms = linux_platforms(sysconfig.get_platform(), glibc, sys.maxsize <= 2**32)
+    else:
+        if glibc is None:
+            raise ValueError("a machine needs its glibc version")
+        platforms = linux_platforms(f"linux-{machine}", glibc, False, host=False)
+        markers.update(platform_machine=machine, platform_release="", platform_version="")
     nodot = sysconfig.get_config_var("py_version_nodot")
     tags = cpython_tags(sys.version_info[:2], _cpython_abis(), platforms, nodot and str(nodot))
-    return {"compatible_tags": tags, "marker_environment": marker_environment()}
+    return {"compatible_tags": tags, "marker_environment": markers}
 
 
 def to_json(complete: Dict[str, object]) -> str:
@@ -180,11 +200,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="write the JSON to FILE (e.g. 3rdparty/platforms/<device>.json) instead of stdout",
     )
+    parser.add_argument(
+        "--machine",
+        metavar="ARCH",
+        default=None,
+        help=(
+            "for a device not at hand: its CPU architecture as `uname -m` prints it (aarch64 "
+            "for a Jetson); run this with a CPython of the device's minor version (3.10 for "
+            "JetPack 6), and give --glibc"
+        ),
+    )
+    parser.add_argument(
+        "--glibc",
+        metavar="X.Y",
+        default=None,
+        help="the device's glibc version (`ldd --version`; 2.35 for JetPack 6's Ubuntu 22.04)",
+    )
+
+
+def _glibc_arg(value: str) -> Optional[Version]:
+    parts = value.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
 
 
 def run(args: argparse.Namespace) -> int:
+    machine = getattr(args, "machine", None)
+    glibc_text = getattr(args, "glibc", None)
+    glibc = None if glibc_text is None else _glibc_arg(glibc_text)
+    if glibc_text is not None and glibc is None:
+        print(f"error: --glibc {glibc_text}: give MAJOR.MINOR, e.g. 2.35", file=sys.stderr)
+        return 2
+    if (machine is None) != (glibc is None):
+        print(
+            "error: a device not at hand needs both --machine and --glibc (e.g. --machine "
+            "aarch64 --glibc 2.35 for JetPack 6); on the device, give neither",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        text = to_json(complete_platform())
+        text = to_json(complete_platform(machine, glibc))
     except UnsupportedPlatform as error:
         print(
             f"error: {error} is not supported here (CPython on glibc Linux only): run "
@@ -205,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     markers = json.loads(text)["marker_environment"]
-    glibc = glibc_version() or (0, 0)
+    glibc = glibc or glibc_version() or (0, 0)
     print(
         f"wrote {args.output}: CPython {markers['python_full_version']} "
         f"{markers['platform_machine']}, glibc {glibc[0]}.{glibc[1]}; use it as a file target "

@@ -148,3 +148,35 @@ def test_the_file_and_the_package_check_the_same_version():
     import gpu_runtime
 
     assert complete_platform.REQUIRES_PYTHON == gpu_runtime.PLATFORM_PYTHON
+
+
+def test_a_device_not_at_hand_from_this_interpreter(tmp_path, capsys):
+    """`--machine aarch64 --glibc 2.35`: this CPython's tags as the device's own file would list
+    them (no x86-only manylinux tags), and its markers on that machine."""
+    path = tmp_path / "orin.json"
+    assert main(["platform", "--machine", "aarch64", "--glibc", "2.35", "-o", str(path)]) == 0
+    assert "aarch64, glibc 2.35" in capsys.readouterr().err
+    made = json.loads(path.read_text())
+    platforms = linux_platforms("linux-aarch64", (2, 35), is_32bit=False)
+    assert made["compatible_tags"] == cpython_tags(
+        sys.version_info[:2], complete_platform._cpython_abis(), platforms
+    )
+    markers = made["marker_environment"]
+    here = complete_platform.marker_environment()
+    assert markers == dict(
+        here, platform_machine="aarch64", platform_release="", platform_version=""
+    )
+    # The Jetson file in 3rdparty/platforms, made so from CPython 3.10, less the x86-only tags.
+    if sys.version_info[:2] == (3, 10):
+        derived = _load("jetson_orin_cp310")["compatible_tags"]
+        assert made["compatible_tags"] == [t for t in derived if t in made["compatible_tags"]]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--machine", "aarch64"], ["--glibc", "2.35"], ["--machine", "aarch64", "--glibc", "2"]],
+)
+def test_a_device_not_at_hand_needs_machine_and_glibc(args, capsys):
+    assert main(["platform", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
