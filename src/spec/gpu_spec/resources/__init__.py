@@ -1,2 +1,2 @@
-"""What a compiled kernel uses on the device: the occupancy calculator (`occupancy`), resource
-budgets and their check (`budget`), and the report with its baseline diff (`report`)."""
+"""Budgets of what a compiled kernel uses on the device and their check (`budget`), and the
+report with its baseline diff (`report`); both on the occupancy calculator, `gpu_spec.occupancy`."""

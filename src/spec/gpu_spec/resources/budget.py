@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Dict, List, Mapping, Optional
 
+from gpu_spec import occupancy as occupancy_calculator
+
 # The budget's limits, in the order reports print them, and what each figure is read from.
 LIMITS = ("registers", "spill_bytes", "shared_bytes", "local_bytes")
 # How a figure over budget is fixed, per figure.
@@ -74,8 +76,6 @@ def figures(
 ) -> Dict[str, Any]:
     """One kernel's figures on one capability: the compiler's resources, `spill_bytes`, and
     the occupancy (`block_size`, or the best block size) with what limits it."""
-    from gpu_spec.resources import occupancy as occupancy_calculator  # noqa: I001 (temporary)
-
     registers = int(resources.get("registers", 0))
     shared = int(resources.get("shared_bytes", 0))
     if block_size:

@@ -29,9 +29,12 @@ def test_growth_names_each_figure_that_grew_and_fell() -> None:
     before = row(RESOURCES)
     after = row(dict(RESOURCES, registers=40, local_bytes=16))
     baseline = baseline_rows(json.loads(report_json([before])), "old.json")
+    # 40 registers a thread fill the register file with fewer warps: occupancy falls too.
     assert growth([after], baseline) == [
         "src/k:k k on sm_90 (cuda13): registers 32 -> 40",
         "src/k:k k on sm_90 (cuda13): local_bytes 0 -> 16",
+        f"src/k:k k on sm_90 (cuda13): occupancy 100% -> 75% at {before['block_size']} threads "
+        "per block (registers)",
     ]
     assert growth([before], baseline) == []
     assert growth([dict(after, kernel="new")], baseline) == []  # a new kernel is not growth
