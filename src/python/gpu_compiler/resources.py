@@ -12,12 +12,31 @@ function, both parsed here::
     info    : Function properties for 'NAME':
     info    : used 24 registers, used 1 barriers, 88 stack, 2320 bytes smem, 672 bytes cmem[0], 0 bytes lmem
 
+and one module line per linked (or ptxas-compiled) module, before its functions::
+
+    ptxas info    : 0 bytes gmem, 320 bytes cmem[3]
+    info    : 0 bytes gmem, 320 bytes cmem[3]
+
 Field meanings in the result:
 - ``registers``: registers per thread.
-- ``shared_bytes``: static shared memory per block as the linker reports it
-  (on sm_90 this includes the 1 KiB the hardware reserves per block).
+- ``shared_bytes``: static shared memory per block as nvJitLink reports it, which is the size of
+  the cubin's ``.nv.shared.<kernel>`` section (what CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reads).
+  On sm_90 that section, and so this figure, holds a 1 KiB region for the per-block shared
+  memory reservation whenever the kernel has static shared memory (an 18x18 float tile:
+  ptxas says 1296, nvJitLink 2320; a kernel with none: 0); on sm_75/sm_80 it does not
+  (1296 both). gpu_spec.occupancy's docstring says how occupancy treats it.
 - ``local_bytes``: per-thread local memory = stack frame + any other lmem.
 - ``spill_stores`` / ``spill_loads``: bytes of register spill traffic.
+- ``const_bytes``: user constant memory (``__constant__`` variables; numba's
+  ``cuda.const.array_like``): the ``cmem[N]`` banks other than ``cmem[0]``, which holds the
+  kernel parameters (and on sm_90 the driver's own constants) and so is no user's budget.
+  ``__constant__`` variables live in one module-wide bank (``cmem[3]`` with CUDA 13.0, on
+  sm_75 through sm_90), reported once per module on the ``bytes gmem`` line, not per function:
+  every kernel of the module gets that module's figure, as every kernel can read every
+  ``__constant__`` of its module. That is what CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES ("user-
+  allocated constant memory required by this function") is documented to count. A bank other
+  than 0 on a function's own line (seen in older ptxas logs) is added to its figure.
+  Manifests written before this key have no ``const_bytes``: readers default it to 0.
 """
 
 from __future__ import annotations
@@ -25,7 +44,16 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
-RESOURCE_KEYS = ("registers", "shared_bytes", "local_bytes", "spill_stores", "spill_loads")
+# The keys of every resource dict the compiler records, in this order. Readers of manifests must
+# not require any of them (old manifests lack `const_bytes`, older ones all of them).
+RESOURCE_KEYS = (
+    "registers",
+    "shared_bytes",
+    "local_bytes",
+    "spill_stores",
+    "spill_loads",
+    "const_bytes",
+)
 
 _PTXAS_PROPS_RE = re.compile(r"^ptxas\s+info\s*:\s*Function properties for\s+'?([^'\s]+?)'?:?\s*$")
 _PTXAS_SPILL_RE = re.compile(
@@ -38,6 +66,16 @@ _LINK_USED_RE = re.compile(r"^info\s*:\s*used\s+(\d+)\s+registers(.*)$")
 _SMEM_RE = re.compile(r"(\d+)\s+bytes smem")
 _LMEM_RE = re.compile(r"(\d+)\s+bytes lmem")
 _STACK_RE = re.compile(r"(\d+)\s+stack\b")
+_CMEM_RE = re.compile(r"(\d+)\s+bytes cmem\[(\d+)\]")
+# A module's line: `ptxas info    : 0 bytes gmem, 320 bytes cmem[3]` / `info    : 16 bytes gmem`.
+_PTXAS_MODULE_RE = re.compile(r"^ptxas\s+info\s*:\s*\d+\s+bytes gmem(.*)$")
+_LINK_MODULE_RE = re.compile(r"^info\s*:\s*\d+\s+bytes gmem(.*)$")
+
+
+def _user_cmem(text: str) -> Optional[int]:
+    """Bytes of the constant banks other than 0 listed in `text`; None where none is listed."""
+    banks = [int(m.group(1)) for m in _CMEM_RE.finditer(text) if m.group(2) != "0"]
+    return sum(banks) if banks else None
 
 
 def _empty() -> Dict[str, Optional[int]]:
@@ -58,9 +96,14 @@ class _InfoLogParser:
         self.link: Dict[str, Dict[str, Optional[int]]] = {}
         self.current_ptxas: Optional[str] = None
         self.current_link: Optional[str] = None
+        # User constant bytes of the modules: every ptxas module's line, summed (each PTX input
+        # is its own module), and nvJitLink's line for the linked whole, which wins.
+        self.ptxas_const = 0
+        self.link_const: Optional[int] = None
 
     def feed(self, line: str) -> None:
         for handler in (
+            self._module_const,
             self._ptxas_header,
             self._ptxas_spills,
             self._ptxas_used,
@@ -69,6 +112,17 @@ class _InfoLogParser:
         ):
             if handler(line):
                 return
+
+    def _module_const(self, line: str) -> bool:
+        m = _PTXAS_MODULE_RE.match(line)
+        if m:
+            self.ptxas_const += _user_cmem(m.group(1)) or 0
+            return True
+        m = _LINK_MODULE_RE.match(line)
+        if m:
+            self.link_const = (self.link_const or 0) + (_user_cmem(m.group(1)) or 0)
+            return True
+        return False
 
     def _ptxas_header(self, line: str) -> bool:
         m = _PTXAS_COMPILING_RE.match(line) or _PTXAS_PROPS_RE.match(line)
@@ -98,6 +152,7 @@ class _InfoLogParser:
         sm = _SMEM_RE.search(m.group(2))
         if sm:
             d["shared_bytes"] = int(sm.group(1))
+        d["const_bytes"] = _user_cmem(m.group(2))
         return True
 
     def _link_header(self, line: str) -> bool:
@@ -125,10 +180,13 @@ class _InfoLogParser:
             d["local_bytes"] = (int(stack.group(1)) if stack else 0) + (
                 int(lmem.group(1)) if lmem else 0
             )
+        d["const_bytes"] = _user_cmem(rest)
         return True
 
     def merged(self) -> Dict[str, Dict[str, int]]:
-        """ptxas' functions first, in log order, then any only nvJitLink reports."""
+        """ptxas' functions first, in log order, then any only nvJitLink reports; each with
+        its module's user constant bytes added."""
+        module_const = self.link_const if self.link_const is not None else self.ptxas_const
         out: Dict[str, Dict[str, int]] = {}
         for name in list(self.ptxas) + [n for n in self.link if n not in self.ptxas]:
             merged = _empty()
@@ -138,6 +196,7 @@ class _InfoLogParser:
                         if v is not None:
                             merged[k] = v
             out[name] = {k: int(v or 0) for k, v in merged.items()}
+            out[name]["const_bytes"] += module_const
         return out
 
 
