@@ -356,6 +356,22 @@ class KernelCache:
                 loaded = self._loader.origins.get(f"{lib.name}.{k}")
                 if loaded:
                     lines.append(f"      from {loaded}")
+                lines.extend(f"      {line}" for line in _resource_lines(lib, k))
         if self._jit is not None:
             lines.append("  JIT fallback for what the bundle lacks: " + repr(self._jit))
         return "\n".join(lines)
+
+
+def _resource_lines(lib: Library, kernel: str) -> List[str]:
+    """One line per variant of `kernel` whose manifest recorded its resources (registers,
+    spills, shared, local, const and the occupancy at the best block size); none for a manifest
+    written before resources were (it stays readable)."""
+    from gpu_spec.occupancy import describe_resources
+
+    return [
+        f"{v.capability} ({v.toolchain}): {describe_resources(v.capability, ks.resources)}"
+        for v in lib.variants
+        for m in v.modules
+        for ks in m.kernels
+        if ks.name == kernel and ks.resources
+    ]

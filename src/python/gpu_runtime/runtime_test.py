@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import struct
 import threading
 
@@ -17,6 +19,7 @@ from gpu_runtime.errors import (
     KernelNotFoundError,
     NoCompatibleVariantError,
 )
+from gpu_spec.manifest.model import MANIFEST_NAME
 
 PTR = 0x7F00_0000_0000
 
@@ -446,3 +449,31 @@ def test_a_name_that_is_not_a_string_is_refused_in_one_line(cache, bad):
         cache.kernel("saxpy", library=bad if bad is not None else 0)
     with pytest.raises(KernelNotFoundError, match="library name must be a non-empty string"):
         cache.library(bad)
+
+
+def test_describe_prints_each_variants_resources_and_occupancy(bundle):
+    """Each kernel, per variant with recorded resources: registers, spills, shared, local, const
+    and the occupancy at the best block size; a manifest without resources prints none."""
+    described = gpu_runtime.open_cache(bundle, backend=FakeBackend()).describe()
+    lines = [line.strip() for line in described.splitlines() if "occupancy" in line]
+    assert lines and all(line.startswith("sm_") for line in lines)
+    assert (
+        "sm_90 (cuda13): registers 12, spills 0/0 B (stores/loads), shared 0 B, local 0 B, "
+        "const 0 B; occupancy 100% at 64 threads per block (32 blocks, limited by warps)"
+    ) in lines
+
+
+def test_describe_reads_a_manifest_without_resources(tmp_path):
+    cache = write_bundle(str(tmp_path), library_specs(["saxpy"]))
+    path = os.path.join(cache, MANIFEST_NAME)
+    with open(path) as f:
+        manifest = json.load(f)
+    for lib in manifest["libraries"]:
+        for v in lib["variants"]:
+            for m in v["modules"]:
+                for k in m["kernels"]:
+                    k.pop("resources", None)
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    described = gpu_runtime.open_cache(cache, backend=FakeBackend()).describe()
+    assert "saxpy.saxpy: " in described and "occupancy" not in described

@@ -40,7 +40,7 @@ so this module does the same with the recorded figure: see `_shared_per_block`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 from gpu_spec.capabilities import CAPABILITIES
 from gpu_spec.errors import SpecError
@@ -280,3 +280,28 @@ def max_threads_per_block(capability: str, *, registers: int) -> int:
         warps -= warps % _SUB_PARTITIONS
         max_warps = min(max_warps, warps)
     return max_warps * lim.warp_size
+
+
+def describe_resources(capability: str, resources: Mapping[str, Any]) -> str:
+    """One kernel's recorded resources on `capability` and its occupancy at the best block
+    size, in one line (the runtime's `describe()` and `verify` print it); "" where the manifest
+    recorded none (older compilers). Keys a manifest lacks (`const_bytes` before it was
+    recorded) count as 0."""
+    if not resources:
+        return ""
+
+    def get(key: str) -> int:
+        return int(resources.get(key, 0) or 0)
+
+    text = (
+        f"registers {get('registers')}, spills {get('spill_stores')}/{get('spill_loads')} B "
+        f"(stores/loads), shared {get('shared_bytes')} B, local {get('local_bytes')} B, "
+        f"const {get('const_bytes')} B"
+    )
+    if capability not in SM_LIMITS:
+        return text
+    best = best_block_size(capability, registers=get("registers"), shared_bytes=get("shared_bytes"))
+    return (
+        f"{text}; occupancy {best.occupancy:.0%} at {best.block_size} threads per block "
+        f"({best.active_blocks} blocks, limited by {best.limiter})"
+    )

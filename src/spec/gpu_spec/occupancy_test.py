@@ -6,7 +6,13 @@ import pytest
 
 from gpu_spec.capabilities import CAPABILITIES
 from gpu_spec.errors import SpecError
-from gpu_spec.occupancy import best_block_size, max_threads_per_block, occupancy, sm_limits
+from gpu_spec.occupancy import (
+    best_block_size,
+    describe_resources,
+    max_threads_per_block,
+    occupancy,
+    sm_limits,
+)
 
 
 def test_every_capability_has_limits() -> None:
@@ -127,3 +133,15 @@ def test_bad_figures_are_refused() -> None:
         occupancy("sm_90", registers=-1, shared_bytes=0, block_size=32)
     with pytest.raises(SpecError, match="block_size"):
         occupancy("sm_90", registers=1, shared_bytes=0, block_size=0)
+
+
+def test_describe_resources_in_one_line() -> None:
+    line = describe_resources(
+        "sm_90",
+        {"registers": 32, "shared_bytes": 0, "local_bytes": 8, "spill_stores": 4, "spill_loads": 4},
+    )
+    assert line == (
+        "registers 32, spills 4/4 B (stores/loads), shared 0 B, local 8 B, const 0 B; "
+        "occupancy 100% at 64 threads per block (32 blocks, limited by warps)"
+    )
+    assert describe_resources("sm_90", {}) == ""

@@ -8,7 +8,9 @@ directory, nothing but regular files), then its sha256; and the app's files besi
 rule the runtime applies when it opens the bundle (`gpu_spec.bundle_files.app_file_problems`: no
 symlink out of the bundle, no file the manifest does not list, such as an added
 `app.pex/zzz.pth`), refused in the very line the runtime's error is. Prints one line per problem
-and a summary. Needs no GPU. Exit status:
+and a summary; after an ``OK`` summary, one line per kernel variant whose manifest recorded its
+resources (``kernel <library>.<kernel> <capability> (<toolchain>): registers ...; occupancy
+...``). Needs no GPU. Exit status:
 
 * 0 ``OK``: every file matches, and the signature was checked against a trusted key (or the
   bundle is unsigned and no key is trusted: nothing claims more than the sha256);
@@ -24,7 +26,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import List
+from typing import TYPE_CHECKING, List
+
+if TYPE_CHECKING:
+    from gpu_spec.manifest.model import Manifest
 
 HELP = "check every file of a bundle (app PEX included) and its signature"
 
@@ -156,4 +161,24 @@ def run(args: argparse.Namespace) -> int:
     else:
         apps = app_summary(manifest.bundle_files) or "no app files listed"
         print(f"OK: {name}: {len(digests)} files match the manifest ({apps}); {trust}")
+        for line in resource_lines(manifest):
+            print(line)
     return 1 if problems or app else 0
+
+
+def resource_lines(manifest: "Manifest") -> List[str]:
+    """One line per kernel variant whose manifest recorded its resources: what the compiler
+    measured and the occupancy at the best block size (`gpu_spec.occupancy`). Printed after the
+    OK line only: a manifest that is refused, or whose signature went unchecked, vouches for no
+    figures, and scripts read a refusal's verdict from the last line."""
+    from gpu_spec.occupancy import describe_resources
+
+    return [
+        f"kernel {lib.name}.{k.name} {v.capability} ({v.toolchain}): "
+        + describe_resources(v.capability, k.resources)
+        for lib in manifest.libraries
+        for v in lib.variants
+        for m in v.modules
+        for k in m.kernels
+        if k.resources
+    ]

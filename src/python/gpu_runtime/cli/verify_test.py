@@ -115,3 +115,16 @@ def test_a_packed_app_with_a_file_added_is_refused(bundle_dir, capsys):
     out = capsys.readouterr().out
     assert "refused: app.pex/zzz.pth in bundle" in out and "is not one of the app's files" in out
     assert "remove app.pex/zzz.pth" in out and out.splitlines()[-1].startswith("REFUSED")
+
+
+def test_an_ok_bundle_lists_each_kernel_variants_resources_after_the_ok_line(bundle_dir, capsys):
+    assert main(["verify", bundle_dir]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("OK: bundle 'imaging_h200'")
+    kernels = lines[1:]
+    assert kernels and all(line.startswith("kernel ") for line in kernels)
+    assert (
+        "kernel saxpy.saxpy sm_90 (cuda13): registers 12, spills 0/0 B (stores/loads), shared "
+        "0 B, local 0 B, const 0 B; occupancy 100% at 64 threads per block (32 blocks, limited "
+        "by warps)"
+    ) in kernels
