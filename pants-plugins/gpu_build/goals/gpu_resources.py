@@ -118,6 +118,7 @@ async def gpu_resources(
             r.kernel,
             r.resources,
             resource_budget(fs, budgets),
+            r.signature,
         )
         for fs, rows in zip(field_sets, rows_by_target)
         for r in rows

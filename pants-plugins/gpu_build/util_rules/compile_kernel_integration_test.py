@@ -470,8 +470,13 @@ def test_a_kernel_within_its_budget_compiles(rule_runner: RuleRunner) -> None:
 
 
 def report(rule_runner: RuleRunner, *args: str) -> tuple[int, str, dict]:
+    # A goal's run sets the options anew: the repo's, as the fixture set them, come first.
     result = rule_runner.run_goal_rule(
-        GpuResources, args=[*args, f"{KERN}:hungry", f"{KERN}:saxpy"]
+        GpuResources,
+        global_args=repo_options(),
+        args=[*args, f"{KERN}:hungry", f"{KERN}:saxpy"],
+        env=pex_cli_env(),
+        env_inherit=PYTHON_BOOTSTRAP_ENV,
     )
     data = json.loads(Path(rule_runner.build_root, "dist", "gpu-resources.json").read_text())
     return result.exit_code, result.stdout + result.stderr, data

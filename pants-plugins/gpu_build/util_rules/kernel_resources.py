@@ -35,6 +35,7 @@ class KernelResourceRow:
     toolchain: str
     capability: str
     kernel: str  # the kernel's name in the manifest (`cache.kernel("<library>.<kernel>")`)
+    signature: str  # one kernel may be compiled for several signatures (numba), one entry each
     resources: FrozenDict[str, Any]
 
 
@@ -69,6 +70,7 @@ def rows_of(compiled: CompiledForResources, metadata: bytes) -> list[KernelResou
             toolchain=compiled.toolchain,
             capability=compiled.capability,
             kernel=kernel["name"],
+            signature=kernel.get("signature") or "",
             resources=FrozenDict(kernel.get("resources") or {}),
         )
         for module in data.get("modules", ())

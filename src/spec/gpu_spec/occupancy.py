@@ -202,6 +202,8 @@ def _blocks_by_shared(lim: SmLimits, shared_bytes: int, dynamic_shared_bytes: in
     )
     if per_block > limit + lim.reserved_shared_per_block:
         return 0
+    if per_block == 0:
+        return lim.max_blocks_per_sm  # no shared memory, no reservation (sm_75): no limit
     return lim.shared_per_sm // per_block
 
 

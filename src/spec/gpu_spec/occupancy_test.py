@@ -145,3 +145,9 @@ def test_describe_resources_in_one_line() -> None:
         "occupancy 100% at 64 threads per block (32 blocks, limited by warps)"
     )
     assert describe_resources("sm_90", {}) == ""
+
+
+def test_no_shared_memory_on_sm_75_is_no_limit() -> None:
+    # sm_75 reserves no shared memory per block: 0 bytes used must not divide by zero.
+    got = occupancy("sm_75", registers=16, shared_bytes=0, block_size=256)
+    assert got.active_blocks == 4 and got.limiter == "warps"

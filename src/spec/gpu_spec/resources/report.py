@@ -8,7 +8,8 @@ of the JSON see the same keys the build checks.
 Report JSON (schema 1)::
 
     {"schema": 1, "kernels": [{"target": "src/k:saxpy", "source": "src/k/saxpy.py",
-      "toolchain": "cuda13", "capability": "sm_90", "kernel": "saxpy", "registers": 16,
+      "toolchain": "cuda13", "capability": "sm_90", "kernel": "saxpy",
+      "signature": "saxpy(float32[::1], float32, float32[::1], float32[::1])", "registers": 16,
       "spill_bytes": 0, "shared_bytes": 0, "local_bytes": 0, "const_bytes": 0,
       "block_size": 256, "occupancy": 1.0, "limiter": "warps", "max_threads_per_block": 1024,
       "over_budget": []}, ...]}
@@ -25,7 +26,7 @@ from gpu_spec.resources.budget import ResourceBudget, budget_violations, figures
 REPORT_SCHEMA = 1
 # The figures a row shows, in table order; those that are worse when larger.
 COLUMNS = ("registers", "spill_bytes", "shared_bytes", "local_bytes", "const_bytes")
-Key = Tuple[str, str, str, str]  # (target, kernel, capability, toolchain)
+Key = Tuple[str, str, str, str, str]  # (target, kernel, signature, capability, toolchain)
 
 
 def report_row(
@@ -36,10 +37,17 @@ def report_row(
     kernel: str,
     resources: Mapping[str, Any],
     budget: ResourceBudget,
+    signature: str = "",
 ) -> Dict[str, Any]:
-    """One kernel's row: its figures, at the budget's block size, and what is over budget."""
+    """One kernel's row (one compiled signature of it): its figures, at the budget's block
+    size, and what is over budget."""
     row: Dict[str, Any] = dict(
-        target=target, source=source, toolchain=toolchain, capability=capability, kernel=kernel
+        target=target,
+        source=source,
+        toolchain=toolchain,
+        capability=capability,
+        kernel=kernel,
+        signature=signature,
     )
     if not resources:  # a compiler that recorded none
         return dict(row, over_budget=[])
@@ -54,7 +62,13 @@ def report_json(rows: Iterable[Mapping[str, Any]]) -> str:
 
 
 def key_of(row: Mapping[str, Any]) -> Key:
-    return (row["target"], row["kernel"], row["capability"], row["toolchain"])
+    return (
+        row["target"],
+        row["kernel"],
+        row.get("signature", ""),
+        row["capability"],
+        row["toolchain"],
+    )
 
 
 def table(rows: Iterable[Mapping[str, Any]]) -> str:
@@ -71,6 +85,7 @@ def table(rows: Iterable[Mapping[str, Any]]) -> str:
             f"{name:<44} {r['capability']:<10} {r['registers']:>5} {r['spill_bytes']:>7} "
             f"{r['shared_bytes']:>7} {r['local_bytes']:>6} {r['const_bytes']:>6}  {occupancy}"
             + ("  OVER BUDGET" if r["over_budget"] else "")
+            + (f"  {r['signature']}" if r.get("signature") else "")
         )
     return "\n".join(lines)
 
@@ -96,6 +111,7 @@ def baseline_rows(data: Any, origin: str) -> Dict[Key, Dict[str, Any]]:
                             k.name,
                             k.resources,
                             ResourceBudget(),
+                            k.signature or "",
                         )
                         rows[key_of(row)] = row
         return rows

@@ -44,7 +44,7 @@ def test_a_manifest_is_a_baseline_too(tmp_path) -> None:
     cache = write_bundle(str(tmp_path), library_specs())
     with open(f"{cache}/manifest.json") as f:
         rows = baseline_rows(json.load(f), "cache/manifest.json")
-    assert rows and all(key[2].startswith("sm_") for key in rows)
+    assert rows and all(key[3].startswith("sm_") for key in rows)
 
 
 def test_anything_else_is_refused_as_a_baseline() -> None:
