@@ -138,6 +138,7 @@ def test_fleet_rollouts(fleet: Fleet) -> None:
     last = by_host(summary)
     assert last["h200-gone"]["outcome"] == "unreachable", last["h200-gone"]
     assert last[full]["outcome"] == "failed" and "disk is full" in last[full]["detail"]
+    assert last[full]["release"] == release_2[full]  # the release it kept, named as it runs
     assert fleet.current(full) == release_2[full]
     for host in order[:5]:
         assert last[host]["outcome"] in ("switched", "unchanged"), last[host]

@@ -1,9 +1,13 @@
 """On a GPU: the build-time resource figures of every kernel of some bundles, against the driver.
 
     PYTHONPATH=src/spec python3 tests/gpu/resources_check.py dist/imaging_h200/cache \\
-        dist/numba_docs_h200/cache [--block-sizes 32,64,128,256,512,1024] [--json OUT]
+        dist/numba_docs_h200/cache dist/tests.gpu.kernels/occupancy_probe/sm_90 \\
+        [--block-sizes 32,64,128,256,512,1024] [--json OUT]
 
-For each kernel of each manifest's variant for this GPU's capability (the cubin, loaded with
+Each argument is a bundle's cache/ (its manifest.json) or one compile's output directory (its
+metadata.json, as `pants package` of a gpu_kernel writes it: the probe kernels of
+tests/gpu/kernels). For each kernel of each manifest's variant for this GPU's capability, or of
+the compile if it is for this capability (the cubin, loaded with
 `cuModuleLoadData` through cuda.bindings; no gpu_runtime, no numba), compares:
 
 - `cuFuncGetAttribute` NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES, CONST_SIZE_BYTES and
@@ -22,7 +26,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from cuda.bindings import driver as cu
 
@@ -83,45 +87,65 @@ def build_figures(capability: str, resources: Dict[str, Any], blocks: List[int])
     }
 
 
-def check_cache(cache: str, capability: str, blocks: List[int], rows: List[Dict]) -> int:
-    manifest = load_manifest(os.path.join(cache, "manifest.json"))
+def cubins(directory: str, capability: str) -> List[Tuple[str, str, List[Dict]]]:
+    """(name, cubin path, kernels as {name, entry, resources}) of a cache or a compile."""
+    if os.path.exists(os.path.join(directory, "manifest.json")):
+        manifest = load_manifest(os.path.join(directory, "manifest.json"))
+        return [
+            (
+                f"{manifest.bundle} {lib.name}",
+                os.path.join(directory, *variant_dir(lib.name, v.toolchain, capability).split("/"),
+                             module.cubin),
+                [{"name": k.name, "entry": k.entry, "resources": dict(k.resources)}
+                 for k in module.kernels],
+            )
+            for lib in manifest.libraries
+            for v in lib.variants
+            if v.capability == capability
+            for module in v.modules
+            if module.cubin
+        ]
+    with open(os.path.join(directory, "metadata.json")) as f:
+        metadata = json.load(f)
+    if metadata["capability"] != capability:
+        return []
+    return [
+        (os.path.basename(metadata["source"]), os.path.join(directory, m["cubin"]), m["kernels"])
+        for m in metadata["modules"]
+    ]
+
+
+def check_dir(directory: str, capability: str, blocks: List[int], rows: List[Dict]) -> int:
     differing = 0
-    for lib in manifest.libraries:
-        for variant in (v for v in lib.variants if v.capability == capability):
-            for module in variant.modules:
-                if not module.cubin:
-                    continue
-                where = variant_dir(lib.name, variant.toolchain, capability)
-                path = os.path.join(cache, *where.split("/"), module.cubin)
-                with open(path, "rb") as f:
-                    image = f.read()
-                mod = check(cu.cuModuleLoadData(image))
-                for kernel in module.kernels:
-                    function = check(cu.cuModuleGetFunction(mod, kernel.entry.encode()))
-                    driver = driver_figures(function, blocks)
-                    build = build_figures(capability, dict(kernel.resources), blocks)
-                    diff = {k: (build[k], driver[k]) for k in build if build[k] != driver[k]}
-                    differing += bool(diff)
-                    name = f"{manifest.bundle} {lib.name}.{kernel.name}"
-                    print(f"{name:<48} {'ok' if not diff else 'DIFFERS ' + repr(diff)}  "
-                          f"regs {driver['registers']} local {driver['local_bytes']} shared "
-                          f"{driver['shared_bytes']} const {driver['const_bytes']} maxthr "
-                          f"{driver['max_threads_per_block']} blocks {driver['active_blocks']}")
-                    rows.append({"kernel": name, "build": build, "driver": driver, "diff": diff})
-                check(cu.cuModuleUnload(mod))
+    for owner, path, kernels in cubins(directory, capability):
+        with open(path, "rb") as f:
+            mod = check(cu.cuModuleLoadData(f.read()))
+        for kernel in kernels:
+            function = check(cu.cuModuleGetFunction(mod, kernel["entry"].encode()))
+            driver = driver_figures(function, blocks)
+            build = build_figures(capability, kernel["resources"], blocks)
+            diff = {k: (build[k], driver[k]) for k in build if build[k] != driver[k]}
+            differing += bool(diff)
+            name = f"{owner}.{kernel['name']}"
+            print(f"{name:<48} {'ok' if not diff else 'DIFFERS ' + repr(diff)}  "
+                  f"regs {driver['registers']} local {driver['local_bytes']} shared "
+                  f"{driver['shared_bytes']} const {driver['const_bytes']} maxthr "
+                  f"{driver['max_threads_per_block']} blocks {driver['active_blocks']}")
+            rows.append({"kernel": name, "build": build, "driver": driver, "diff": diff})
+        check(cu.cuModuleUnload(mod))
     return differing
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("caches", nargs="+", help="bundle cache/ directories")
+    p.add_argument("dirs", nargs="+", help="bundle cache/ directories or compile outputs")
     p.add_argument("--block-sizes", default="32,64,96,128,192,256,384,512,768,1024")
     p.add_argument("--json", help="write every kernel's build and driver figures here")
     args = p.parse_args()
     blocks = [int(b) for b in args.block_sizes.split(",")]
     capability = capability_of_device()
     rows: List[Dict] = []
-    differing = sum(check_cache(cache, capability, blocks, rows) for cache in args.caches)
+    differing = sum(check_dir(d, capability, blocks, rows) for d in args.dirs)
     print(f"\n{len(rows)} kernels on {capability}: {len(rows) - differing} equal to the driver's "
           f"figures (registers, local, shared, const, max threads, active blocks at "
           f"{len(blocks)} block sizes), {differing} differ")

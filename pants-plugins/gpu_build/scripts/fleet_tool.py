@@ -236,7 +236,8 @@ def device_summary(host: str, record: Dict[str, Dict], work: str) -> Dict[str, A
     )
     line = {
         "host": host,
-        "release": report.get("release") or report.get("before"),
+        # A failed deploy names the release the device kept (`current`'s target, releases/<id>).
+        "release": report.get("release") or os.path.basename(report.get("before") or "") or None,
         "files_sent": report.get("files_sent", 0),
         "bytes_sent": report.get("bytes_sent", 0),
         "prepare_s": report.get("prepare_s", 0.0),
