@@ -12,7 +12,7 @@ resolve (`ansible`). Runs, each summary checked device by device:
 3. the next edit, where one device of the second batch fails its health check: that device is
    back on `previous`, the batch fails, the third batch is not started (its devices still run
    the release of run 2), the deploy exits 1, and every device still holds a whole release;
-4. `--check`: what would be sent, nothing changed;
+4. `--check`: what would be sent, nothing changed; with `--limit`, only the devices it names;
 5. one device unreachable (a port nothing listens on) and one device's disk full: both named,
    the others switched.
 """
@@ -127,6 +127,10 @@ def test_fleet_rollouts(fleet: Fleet) -> None:
     checked = by_host(summary)
     assert {checked[h]["outcome"] for h in order[4:] + [failing]} == {"would switch"}
     assert {checked[h]["outcome"] for h in order[:4] if h != failing} == {"unchanged"}
+    assert before == {h: (fleet.current(h), fleet.previous(h)) for h in hosts()}
+    # --limit picks devices by Ansible's host patterns: the others are not in the summary.
+    rc, summary, _ = fleet.deploy("--check", "--limit", f"{failing}:{order[5]}")
+    assert rc == 0 and sorted(by_host(summary)) == sorted([failing, order[5]]), summary
     assert before == {h: (fleet.current(h), fleet.previous(h)) for h in hosts()}
 
     # 5. One device unreachable, one device's disk full; the others switch.
