@@ -14,7 +14,7 @@ import json
 import os
 from datetime import datetime
 
-from ansible.plugins.callback import CallbackBase
+from ansible.plugins.callback import CallbackBase  # pants: no-infer-dep (the fleet PEX has it)
 
 PREFIX = "gpu_fleet "
 
