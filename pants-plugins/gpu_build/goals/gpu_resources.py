@@ -2,7 +2,7 @@
 and occupancy per capability, as a table and JSON, with what grew against a baseline.
 
 The figures are the compiles' own (the same cache entries as `pants package`), read by
-`gpu_build.util_rules.kernel_resources`; the rows, budget marks and the diff are
+`gpu_build.util_rules.compile_kernel`; the rows, budget marks and the diff are
 `gpu_spec.resources.report`'s. A kernel over its budget is reported (marked), not failed: the
 report is where one looks at it.
 """
@@ -26,9 +26,13 @@ from pants.util.strutil import softwrap
 
 from gpu_build.goals.deploy import abspath_in_build_root
 from gpu_build.subsystems.budgets import GpuResourceBudgets
-from gpu_build.util_rules.compile_kernel import CompiledKernels, CompileKernelRequest
+from gpu_build.util_rules.compile_kernel import (
+    CompiledKernels,
+    CompileKernelRequest,
+    KernelResources,
+    KernelResourcesRequest,
+)
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet, resource_budget
-from gpu_build.util_rules.kernel_resources import KernelResources, KernelResourcesRequest
 from gpu_spec.resources.report import baseline_rows, growth, report_json, report_row, table
 
 BASELINE_COPY = "gpu-resources-baseline.json"
@@ -106,8 +110,7 @@ async def gpu_resources(
         Get(CompiledKernels, CompileKernelRequest(fs, check_budget=False)) for fs in field_sets
     )
     rows_by_target = await MultiGet(
-        Get(KernelResources, KernelResourcesRequest(tuple(k.for_resources() for k in kernels)))
-        for kernels in compiled
+        Get(KernelResources, KernelResourcesRequest(tuple(kernels))) for kernels in compiled
     )
     report = [
         report_row(

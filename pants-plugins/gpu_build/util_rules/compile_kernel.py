@@ -7,13 +7,15 @@ process only. A request for a subset of the capabilities (a deploy_bundle's) sti
 process for the target's whole list and takes its subset from the outputs: it shares the one
 cache entry with `pants package` on the kernel. With `batch_capabilities = false` each requested
 capability is its own process instead. The process itself is built by `compile_process`, a pure
-function.
+function. Every compile is then held to the target's resource budget (KernelResourcesRequest ->
+KernelResources: each kernel's figures from the compile's `metadata.json`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from pants.backend.python.target_types import PythonSourceField
 from pants.backend.python.util_rules.pex import VenvPexProcess
@@ -21,30 +23,32 @@ from pants.core.target_types import FileSourceField, ResourceSourceField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Address
 from pants.engine.collection import Collection
-from pants.engine.fs import Digest, DigestSubset, MergeDigests, PathGlobs, RemovePrefix, Snapshot
+from pants.engine.fs import (
+    Digest,
+    DigestContents,
+    DigestSubset,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+    Snapshot,
+)
 from pants.engine.process import FallibleProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField, TransitiveTargets, TransitiveTargetsRequest
 from pants.source.source_root import SourceRoot, SourceRootRequest
+from pants.util.frozendict import FrozenDict
 from pants.util.strutil import softwrap
 
 from gpu_build import validation
 from gpu_build.subsystems.budgets import GpuResourceBudgets
 from gpu_build.subsystems.toolchains import GpuToolchains
 from gpu_build.target_types import GpuKernelSourceField
-from gpu_build.util_rules import kernel_resources
 from gpu_build.util_rules.compile_process import OUT_DIR, compile_process
 from gpu_build.util_rules.kernel_field_set import (
     GpuKernelFieldSet,
     compile_options,
     resource_budget,
     uncovered_capabilities,
-)
-from gpu_build.util_rules.kernel_resources import (
-    CompiledForResources,
-    KernelResources,
-    KernelResourcesRequest,
-    check_resource_budget,
 )
 from gpu_build.util_rules.toolchain import (
     ToolchainPex,
@@ -58,6 +62,7 @@ from gpu_spec.compile.report import failed_capabilities
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import METADATA_FILE
 from gpu_spec.ptx_isa import validate_ptx_version
+from gpu_spec.resources.budget import ResourceBudget, budget_violations
 
 
 class GpuKernelCompileError(Exception):
@@ -178,14 +183,96 @@ class CompiledKernel:
     # `<module>.ptx`, `<module>.cubin` and `metadata.json` at the digest's root.
     digest: Digest
 
-    def for_resources(self) -> CompiledForResources:
-        return CompiledForResources(
-            self.address, self.source, self.toolchain, self.capability, self.digest
-        )
-
 
 class CompiledKernels(Collection[CompiledKernel]):
     """One CompiledKernel per capability asked for, in the order asked."""
+
+
+# A compile's per-kernel resources, read from its `metadata.json`, and the budget check every
+# compile of a `gpu_kernel` goes through. The figures are the compiler's (`gpu_compiler.resources`,
+# from nvJitLink's info log); what is over a budget is `gpu_spec.resources.budget`'s verdict, the
+# same one `pants gpu-resources` marks its report with.
+
+
+class GpuKernelBudgetError(Exception):
+    """A kernel's cubin is over its resource budget, or the budget itself is malformed."""
+
+
+@dataclass(frozen=True)
+class KernelResourceRow:
+    """One kernel of one compile (source, capability, toolchain) and its resources."""
+
+    address: Address
+    source: str
+    toolchain: str
+    capability: str
+    kernel: str  # the kernel's name in the manifest (`cache.kernel("<library>.<kernel>")`)
+    signature: str  # one kernel may be compiled for several signatures (numba), one entry each
+    resources: FrozenDict[str, Any]
+
+
+class KernelResources(Collection[KernelResourceRow]):
+    """Every kernel of the compiles asked for, in their order, each module's kernels in turn."""
+
+
+@dataclass(frozen=True)
+class KernelResourcesRequest:
+    compiles: tuple[CompiledKernel, ...]
+
+
+def rows_of(compiled: CompiledKernel, metadata: bytes) -> list[KernelResourceRow]:
+    """The kernels of one `metadata.json`; a kernel without `resources` (a compiler before
+    they were recorded) has an empty mapping."""
+    data = json.loads(metadata)
+    return [
+        KernelResourceRow(
+            address=compiled.address,
+            source=compiled.source,
+            toolchain=compiled.toolchain,
+            capability=compiled.capability,
+            kernel=kernel["name"],
+            signature=kernel.get("signature") or "",
+            resources=FrozenDict(kernel.get("resources") or {}),
+        )
+        for module in data.get("modules", ())
+        for kernel in module.get("kernels", ())
+    ]
+
+
+@rule
+async def kernel_resources(request: KernelResourcesRequest) -> KernelResources:
+    contents = await MultiGet(
+        Get(DigestContents, DigestSubset(c.digest, PathGlobs([METADATA_FILE])))
+        for c in request.compiles
+    )
+    return KernelResources(
+        row
+        for compiled, files in zip(request.compiles, contents)
+        for file in files
+        for row in rows_of(compiled, file.content)
+    )
+
+
+def check_resource_budget(
+    address: Address, budget: ResourceBudget, rows: Iterable[KernelResourceRow]
+) -> None:
+    """Raises one error naming every kernel and capability over `budget` (one line each)."""
+    problems = budget.problems()
+    if problems:
+        raise GpuKernelBudgetError(
+            f"The resource budget of the gpu_kernel {address} (its `budget_*` fields over "
+            f"`[gpu-resource-budgets]`) is malformed: {'; '.join(problems)}."
+        )
+    lines = [
+        f"{row.source} (target {address}): {violation.describe()}"
+        for row in rows
+        for violation in budget_violations(budget, row.kernel, row.capability, row.resources)
+    ]
+    if lines:
+        raise GpuKernelBudgetError(
+            f"The gpu_kernel {address} is over its resource budget "
+            f"(`budget_*` fields, `[gpu-resource-budgets]`):\n" + "\n".join(lines)
+        )
 
 
 @dataclass(frozen=True)
@@ -233,9 +320,7 @@ async def compile_kernel(
     compiled = CompiledKernels(by_capability[c] for c in wanted)
     budget = resource_budget(field_set, budgets)
     if request.check_budget and not budget.is_empty():
-        rows = await Get(
-            KernelResources, KernelResourcesRequest(tuple(k.for_resources() for k in compiled))
-        )
+        rows = await Get(KernelResources, KernelResourcesRequest(tuple(compiled)))
         check_resource_budget(address, budget, rows)
     return compiled
 
@@ -320,4 +405,4 @@ async def run_kernel_process(
 
 
 def rules():
-    return [*collect_rules(), *validation.rules(), *kernel_resources.rules()]
+    return [*collect_rules(), *validation.rules()]

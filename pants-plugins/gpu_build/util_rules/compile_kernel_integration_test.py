@@ -45,10 +45,10 @@ from gpu_build.target_types import GpuKernelTarget
 from gpu_build.util_rules.compile_kernel import (
     CompiledKernels,
     CompileKernelRequest,
+    GpuKernelBudgetError,
     GpuKernelCompileError,
 )
 from gpu_build.util_rules.kernel_field_set import GpuKernelFieldSet
-from gpu_build.util_rules.kernel_resources import GpuKernelBudgetError
 from gpu_build.util_rules.toolchain import ToolchainPex, ToolchainPexRequest, ToolchainSpec
 
 LOCKFILE = "3rdparty/python/cuda13.lock"
