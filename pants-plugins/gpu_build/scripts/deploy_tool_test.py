@@ -178,6 +178,31 @@ def run_tool(sshd: LocalSshd, bundle: Path, dest: Path, report: Path, *extra: st
     return proc, json.loads(report.read_text())
 
 
+def logins(sshd: LocalSshd) -> int:
+    """The logins the server has accepted so far (sshd logs one line per authentication)."""
+    return (sshd.dir / "sshd.log").read_text().count("Accepted publickey for ")
+
+
+def test_a_deploy_logs_in_once_and_leaves_no_control_socket(sshd, tmp_path):
+    """Every step of a deploy (state, stage, the sftp batch, commit) is a session multiplexed
+    on the lock's connection: one login, where each step once made its own; and the master's
+    socket directory goes with the deploy."""
+    bundle, dest = make_bundle(tmp_path / "bundle"), tmp_path / "device" / "imaging"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    before = logins(sshd)
+    proc = subprocess.run(
+        tool_argv(sshd, bundle, dest),
+        env=dict(tool_env(), TMPDIR=str(scratch)),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sent(proc.stdout)[0] == len(tree(bundle))
+    assert logins(sshd) - before == 1, (sshd.dir / "sshd.log").read_text()[-2000:]
+    assert list(scratch.iterdir()) == []
+
+
 def test_check_changes_nothing_and_rollback_goes_back_once(sshd, tmp_path):
     bundle, dest = make_bundle(tmp_path / "bundle"), tmp_path / "device" / "imaging"
     report = tmp_path / "report.json"
