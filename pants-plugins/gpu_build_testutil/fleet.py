@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List
 
-from gpu_build_testutil.local_sshd import LocalSshd
+from gpu_build_testutil.local_sshd import LocalSshd, disk_full_site
 from gpu_spec.conftest import library_specs, write_bundle
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,16 +29,6 @@ DEPLOY_TOOL = SCRIPTS / "deploy_tool.py"
 GROUPS = {"orin": ["orin-1", "orin-2", "orin-3"], "h200": ["h200-1", "h200-2", "h200-3"]}
 # The fleet's own health check in the test: a device with ../../UNHEALTHY fails it.
 HEALTH_CHECK = "test ! -e ../../UNHEALTHY"
-# The device's `python3` reports 10 free blocks (no root needed): its disk is full.
-FAKE_STATVFS = """
-import os
-_real = os.statvfs
-def _low(path):
-    s = _real(path)
-    return os.statvfs_result((s.f_bsize, s.f_frsize, s.f_blocks, 10, 10, 10, s.f_files,
-                              s.f_ffree, s.f_favail, s.f_flag, s.f_namemax))
-os.statvfs = _low
-"""
 # The bundle's `app`: `PEX_MODULE=gpu_runtime app verify .` checks every file the manifest lists,
 # as the runtime's `verify` does.
 APP = """#!{python}
@@ -121,9 +111,7 @@ class Fleet:
         self.bundles = {g: make_bundle(root / f"bundle-{g}", g) for g in GROUPS}
         self.known_hosts = root / "known_hosts"
         self.known_hosts.write_text("".join(s.known_hosts.read_text() for s in servers.values()))
-        self.lowspace = root / "lowspace"
-        self.lowspace.mkdir()
-        (self.lowspace / "sitecustomize.py").write_text(FAKE_STATVFS)
+        self.lowspace = disk_full_site(root / "lowspace")
 
     def base(self, host: str) -> Path:
         return self.root / "devices" / host / "app"

@@ -26,6 +26,26 @@ from gpu_build_testutil.pants_harness import bootstrap_cache
 PACKAGES = ("openssh-server", "libwrap0")
 
 
+# Put first on a device interpreter's PYTHONPATH, it makes os.statvfs report 10 free blocks: the
+# device's disk reads as full, with no root and no real filesystem filled.
+_DISK_FULL_SITECUSTOMIZE = """
+import os
+_real = os.statvfs
+def _low(path):
+    s = _real(path)
+    return os.statvfs_result((s.f_bsize, s.f_frsize, s.f_blocks, 10, 10, 10, s.f_files,
+                              s.f_ffree, s.f_favail, s.f_flag, s.f_namemax))
+os.statvfs = _low
+"""
+
+
+def disk_full_site(site: Path) -> Path:
+    """Make `site` a directory whose `sitecustomize.py` makes the disk read as full; return it."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(_DISK_FULL_SITECUSTOMIZE)
+    return site
+
+
 class SshdUnavailable(Exception):
     """No way to get sshd here (not Debian-like, or apt cannot fetch it): tests skip with this."""
 

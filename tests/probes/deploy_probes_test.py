@@ -26,21 +26,10 @@ from unittest import mock
 
 import pytest
 
-from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable
+from gpu_build_testutil.local_sshd import LocalSshd, SshdUnavailable, disk_full_site
 from gpu_spec.conftest import library_specs, write_bundle
 from gpu_spec.signature import Signature, key_id
 from probe_table import findings, held, refused, run_probes
-
-FAKE_STATVFS = """
-import os
-_real = os.statvfs
-def _low(path):
-    s = _real(path)
-    return os.statvfs_result((s.f_bsize, s.f_frsize, s.f_blocks, 10, 10, 10, s.f_files,
-                              s.f_ffree, s.f_favail, s.f_flag, s.f_namemax))
-os.statvfs = _low
-"""
-
 
 DEPLOY_TIMEOUT_S = 120  # a good deploy here takes 1-2 s; a hung one is a finding, not a hung suite
 
@@ -317,9 +306,7 @@ def probe_disk_full_fake(dev: Device) -> str:
     bundle, dest = dev.fresh()
     dev.ok(bundle, dest)
     edit(bundle, "saxpy")
-    site = dest.parent.parent / "lowspace"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(FAKE_STATVFS)
+    site = disk_full_site(dest.parent.parent / "lowspace")
     before = snapshot(dest)
     line = dev.refusal(bundle, dest, f"env PYTHONPATH={site} {sys.executable}")
     unchanged(before, dest, "a deploy refused for space")
