@@ -56,6 +56,7 @@ from gpu_build_testutil.pants_harness import (
     stop_pantsd,
     tree_digests,
 )
+from gpu_spec.cubin import differences
 
 APP = "src/python/imaging"
 MANIFEST_SCHEMA = "src/spec/gpu_spec/manifest/manifest.schema.json"
@@ -244,6 +245,22 @@ def test_built_manifests_match_the_json_schema(bundles: Bundles) -> None:
         jsonschema.validate(
             json.loads(path.read_text()), schema, cls=jsonschema.Draft202012Validator
         )
+
+
+def test_manifest_resources_are_the_cubins_own(bundles: Bundles) -> None:
+    """Every kernel of every variant in both bundles (CUDA 13 for sm_90, CUDA 12.6 for sm_87):
+    registers, shared, local and constant bytes in the manifest equal what its cubin says
+    (gpu_spec.cubin reads the ELF records the driver's cuFuncGetAttribute reads)."""
+    checked, wrong = 0, []
+    for manifest in sorted((bundles.repo / "dist").glob("*/cache/manifest.json")):
+        for library in json.loads(manifest.read_text())["libraries"]:
+            for variant in library["variants"]:
+                for module in variant["modules"]:
+                    cubin = (manifest.parent / module["cubin"]).read_bytes()
+                    kernels = {k["entry"]: k["resources"] for k in module["kernels"]}
+                    wrong += [f"{module['cubin']}: {d}" for d in differences(cubin, kernels)]
+                    checked += len(kernels)
+    assert checked >= 20 and wrong == []
 
 
 def test_one_process_per_source_and_toolchain(bundles: Bundles) -> None:

@@ -27,7 +27,7 @@ from gpu_compiler.compile_result import CompileOptions, CompileResult, KernelInf
 from gpu_compiler.errors import CompileError
 from gpu_compiler.numba.links import LinkPart
 from gpu_compiler.outputs import write_outputs, write_outputs_by_capability
-from gpu_compiler.resources import resources_for
+from gpu_compiler.resources import RESOURCE_KEYS, module_resources
 from gpu_spec.capabilities import check_max_registers, parse_capability
 from gpu_spec.errors import SpecError
 from gpu_spec.metadata import LANG_NUMBA, language_of
@@ -168,6 +168,7 @@ def _link_modules(
         for line in link_log.splitlines():
             if "warning" in line.lower():
                 warnings.append("%s: %s" % (stage.name, line.strip()))
+        resources = module_resources(link_log, cubin)
         infos = [
             KernelInfo(
                 name=k.name,
@@ -176,7 +177,7 @@ def _link_modules(
                 abi=k.abi,
                 args=k.args,
                 params=list(k.params),
-                resources=resources_for(link_log, k.entry),
+                resources=resources.get(k.entry, {key: 0 for key in RESOURCE_KEYS}),
                 cooperative=k.cooperative,
                 c_types=k.c_types,
             )

@@ -113,7 +113,7 @@ def _isa_tuple(v: str):
 
 @pytest.mark.parametrize("cap", CAPS)
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
-def test_example_kernel_compiles(name, cap):
+def test_example_kernel_compiles(cubin_differences, name, cap):
     r = compile_source(KERNELS + name, cap, _options(name))
     meta = r.metadata()
     assert meta["schema"] == 1
@@ -140,6 +140,8 @@ def test_example_kernel_compiles(name, cap):
                 assert k.signature and k.args is not None
             else:
                 assert k.signature is None and k.args is None
+    # The recorded figures are the cubin's own (what the driver's cuFuncGetAttribute reads).
+    assert cubin_differences(r) == []
 
 
 def test_numba_abi_metadata():
@@ -262,11 +264,12 @@ def test_options_recorded_in_metadata():
     assert r.modules[0].kernels[0].resources["registers"] <= 32
 
 
-def test_max_registers_forces_spills_and_reports_them():
+def test_max_registers_forces_spills_and_reports_them(cubin_differences):
     r = compile_source(KERNELS + "blur.py", "sm_90", _options("blur.py", max_registers=24))
     res = r.modules[0].kernels[0].resources
     assert res["registers"] <= 24
     assert res["spill_stores"] > 0 and res["local_bytes"] > 0
+    assert cubin_differences(r) == []  # the spills' stack frame is the cubin's frame size
 
 
 # --- ptx_version override ---------------------------------------------------

@@ -1,4 +1,16 @@
-"""Per-kernel resource usage parsed from nvJitLink's verbose info log.
+"""Per-kernel resource usage: the cubin's own figures, and the spills from nvJitLink's info log.
+
+``module_resources(log, cubin)`` is what a compile records: registers, static shared, local
+(stack) and user constant bytes as the cubin holds them (``gpu_spec.cubin``: the ELF records the
+driver reads when it loads the module), and spill stores and loads, which only the log gives.
+The log alone is not enough: CUDA 12.6's nvJitLink writes its own per-function lines (the only
+ones with the shared figure of a kernel whose tiles are placed at link time, as matmul.cu's are)
+to the process's stdout, not to the info log, so from the log an Orin build recorded 0 bytes of
+shared memory for every kernel that uses some. A cubin this reader cannot read (a future layout)
+leaves the log's figures.
+
+The log parser below reads both block kinds; the compiler's tests check its figures against the
+cubin's for every example kernel and capability.
 
 Why: registers, shared and local memory decide occupancy and flag spills; the
 build records them in ``metadata.json`` so a reviewer (or a test) sees a
@@ -12,6 +24,9 @@ function, both parsed here::
     info    : Function properties for 'NAME':
     info    : used 24 registers, used 1 barriers, 88 stack, 2320 bytes smem, 672 bytes cmem[0], 0 bytes lmem
 
+(CUDA 12.6's nvJitLink writes its own lines with an ``@O@`` prefix, ``@O@info    : used ...``;
+CUDA 13's without: the prefix is dropped before parsing, or every figure only nvJitLink gives,
+the shared memory of a kernel whose tile ptxas does not see, would read as 0 on the Orin)
 and one module line per linked (or ptxas-compiled) module, before its functions::
 
     ptxas info    : 0 bytes gmem, 320 bytes cmem[3]
@@ -70,6 +85,8 @@ _CMEM_RE = re.compile(r"(\d+)\s+bytes cmem\[(\d+)\]")
 # A module's line: `ptxas info    : 0 bytes gmem, 320 bytes cmem[3]` / `info    : 16 bytes gmem`.
 _PTXAS_MODULE_RE = re.compile(r"^ptxas\s+info\s*:\s*\d+\s+bytes gmem(.*)$")
 _LINK_MODULE_RE = re.compile(r"^info\s*:\s*\d+\s+bytes gmem(.*)$")
+# nvJitLink's channel marker on its own lines (CUDA 12.x: `@O@` for output, `@E@` for errors).
+_CHANNEL_RE = re.compile(r"^@[A-Z]@")
 
 
 def _user_cmem(text: str) -> Optional[int]:
@@ -209,8 +226,24 @@ def parse_info_log(log: str) -> Dict[str, Dict[str, int]]:
     """
     parser = _InfoLogParser()
     for raw in log.splitlines():
-        parser.feed(raw.rstrip())
+        parser.feed(_CHANNEL_RE.sub("", raw.rstrip()))
     return parser.merged()
+
+
+def module_resources(log: str, cubin: bytes) -> Dict[str, Dict[str, int]]:
+    """{kernel entry: resources} of one linked module: the log's figures, with those the cubin
+    holds (every key but the spills) taken from the cubin."""
+    from gpu_spec.cubin import CUBIN_KEYS, CubinFormatError, kernel_resources
+
+    figures = parse_info_log(log)
+    try:
+        in_cubin = kernel_resources(cubin)
+    except CubinFormatError:
+        return figures
+    for entry, own in in_cubin.items():
+        record = figures.setdefault(entry, {k: 0 for k in RESOURCE_KEYS})
+        record.update({k: getattr(own, k) for k in CUBIN_KEYS})
+    return figures
 
 
 def resources_for(log: str, entry: str) -> Dict[str, int]:

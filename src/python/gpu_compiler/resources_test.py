@@ -114,6 +114,39 @@ info    : used 11 registers, used 1 barriers, 0 stack, 1296 bytes smem, 372 byte
 """
 
 
+# Captured from nvJitLink 12.6.85 (the cuda12 toolchain) linking matmul.cu's two matmul_ld
+# kernels for sm_87: nvJitLink's own lines carry an `@O@` prefix, and ptxas lists no smem (the
+# tiles are placed at link time), so the shared figures are only on the prefixed lines.
+LOG_CUDA12 = """@O@info    : 0 bytes gmem
+@O@info    : Function properties for '_Z9matmul_ldIdLi16EEvPKT_iS2_iPS0_iiiiS0_':
+@O@info    : used 38 registers, used 1 barriers, 0 stack, 4096 bytes smem, 416 bytes cmem[0], 0 bytes lmem
+@O@info    : Function properties for '_Z9matmul_ldIfLi16EEvPKT_iS2_iPS0_iiiiS0_':
+@O@info    : used 36 registers, used 1 barriers, 0 stack, 3072 bytes smem, 412 bytes cmem[0], 0 bytes lmem
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z9matmul_ldIfLi16EEvPKT_iS2_iPS0_iiiiS0_' for 'sm_87'
+ptxas info    : Function properties for _Z9matmul_ldIfLi16EEvPKT_iS2_iPS0_iiiiS0_
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 36 registers, used 1 barriers, 412 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z9matmul_ldIdLi16EEvPKT_iS2_iPS0_iiiiS0_' for 'sm_87'
+ptxas info    : Function properties for _Z9matmul_ldIdLi16EEvPKT_iS2_iPS0_iiiiS0_
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 38 registers, used 1 barriers, 416 bytes cmem[0]
+"""
+
+
+def test_cuda12_nvjitlink_lines_with_their_channel_prefix_are_read():
+    got = parse_info_log(LOG_CUDA12)
+    assert got["_Z9matmul_ldIfLi16EEvPKT_iS2_iPS0_iiiiS0_"]["shared_bytes"] == 3072
+    assert got["_Z9matmul_ldIdLi16EEvPKT_iS2_iPS0_iiiiS0_"] == {
+        "registers": 38,
+        "shared_bytes": 4096,
+        "local_bytes": 0,
+        "spill_stores": 0,
+        "spill_loads": 0,
+        "const_bytes": 0,
+    }
+
+
 def test_user_constant_memory_is_the_modules_for_every_kernel():
     got = parse_info_log(CONST_LOG_SM90)
     assert got["tile"]["const_bytes"] == 320 and got["nothing"]["const_bytes"] == 320
@@ -136,8 +169,12 @@ def test_ptxas_module_lines_count_where_nvjitlink_gives_none():
 
 
 @pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
-@pytest.mark.parametrize("cap, shared", [("sm_75", 1296), ("sm_80", 1296), ("sm_90", 2320)])
-def test_a_real_compile_records_constant_and_shared_bytes(monkeypatch, cap, shared):
+@pytest.mark.parametrize(
+    "cap, shared", [("sm_75", 1296), ("sm_80", 1296), ("sm_87", 1296), ("sm_90", 2320)]
+)
+def test_a_real_compile_records_constant_and_shared_bytes(
+    monkeypatch, cubin_differences, cap, shared
+):
     from gpu_compiler.compile import CompileOptions, compile_source
 
     monkeypatch.chdir(REPO_ROOT)
@@ -149,3 +186,5 @@ def test_a_real_compile_records_constant_and_shared_bytes(monkeypatch, cap, shar
     assert got["tile"]["const_bytes"] == 320 and got["nothing"]["const_bytes"] == 320
     # The 18x18 float tile; on sm_90 with the 1 KiB reserved region nvJitLink counts.
     assert got["tile"]["shared_bytes"] == shared and got["nothing"]["shared_bytes"] == 0
+    # And each figure is what the cubin itself says (what the driver's cuFuncGetAttribute reads).
+    assert cubin_differences(r) == []
