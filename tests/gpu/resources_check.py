@@ -13,6 +13,8 @@ the compile if it is for this capability (the cubin, loaded with
 - `cuFuncGetAttribute` NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES, CONST_SIZE_BYTES and
   MAX_THREADS_PER_BLOCK with the manifest's `resources` (registers, local_bytes, shared_bytes,
   const_bytes) and `gpu_spec.occupancy.max_threads_per_block`;
+  where LOCAL_SIZE_BYTES differs, the cubin's own frame and its stack (frame plus the deepest
+  callee's, what the build records) are printed beside it (`gpu_spec.cubin`);
 - `cuOccupancyMaxActiveBlocksPerMultiprocessor` at each block size (no dynamic shared memory)
   with `gpu_spec.occupancy.occupancy(...).active_blocks`.
 
@@ -30,9 +32,9 @@ from typing import Any, Dict, List, Tuple
 
 from cuda.bindings import driver as cu
 
-from gpu_spec.manifest.paths import variant_dir
-from gpu_spec.manifest.parse import load_manifest
 from gpu_spec import occupancy
+from gpu_spec.cubin import kernel_resources
+from gpu_spec.manifest.parse import load_manifest
 
 ATTRIBUTES = {
     "registers": cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
@@ -94,10 +96,12 @@ def cubins(directory: str, capability: str) -> List[Tuple[str, str, List[Dict]]]
         return [
             (
                 f"{manifest.bundle} {lib.name}",
-                os.path.join(directory, *variant_dir(lib.name, v.toolchain, capability).split("/"),
-                             module.cubin),
-                [{"name": k.name, "entry": k.entry, "resources": dict(k.resources)}
-                 for k in module.kernels],
+                # The manifest's paths are relative to cache/ and hold the variant's directory.
+                os.path.join(directory, *module.cubin.split("/")),
+                [
+                    {"name": k.name, "entry": k.entry, "resources": dict(k.resources)}
+                    for k in module.kernels
+                ],
             )
             for lib in manifest.libraries
             for v in lib.variants
@@ -119,18 +123,26 @@ def check_dir(directory: str, capability: str, blocks: List[int], rows: List[Dic
     differing = 0
     for owner, path, kernels in cubins(directory, capability):
         with open(path, "rb") as f:
-            mod = check(cu.cuModuleLoadData(f.read()))
+            data = f.read()
+        mod = check(cu.cuModuleLoadData(data))
+        in_cubin = kernel_resources(data)
         for kernel in kernels:
             function = check(cu.cuModuleGetFunction(mod, kernel["entry"].encode()))
             driver = driver_figures(function, blocks)
             build = build_figures(capability, kernel["resources"], blocks)
             diff = {k: (build[k], driver[k]) for k in build if build[k] != driver[k]}
             differing += bool(diff)
+            own = in_cubin.get(kernel["entry"])
+            if "local_bytes" in diff and own is not None:
+                # Which of the cubin's two figures the driver's LOCAL_SIZE_BYTES is.
+                diff["cubin frame, stack"] = (own.frame_bytes, own.local_bytes)
             name = f"{owner}.{kernel['name']}"
-            print(f"{name:<48} {'ok' if not diff else 'DIFFERS ' + repr(diff)}  "
-                  f"regs {driver['registers']} local {driver['local_bytes']} shared "
-                  f"{driver['shared_bytes']} const {driver['const_bytes']} maxthr "
-                  f"{driver['max_threads_per_block']} blocks {driver['active_blocks']}")
+            print(
+                f"{name:<48} {'ok' if not diff else 'DIFFERS ' + repr(diff)}  "
+                f"regs {driver['registers']} local {driver['local_bytes']} shared "
+                f"{driver['shared_bytes']} const {driver['const_bytes']} maxthr "
+                f"{driver['max_threads_per_block']} blocks {driver['active_blocks']}"
+            )
             rows.append({"kernel": name, "build": build, "driver": driver, "diff": diff})
         check(cu.cuModuleUnload(mod))
     return differing
@@ -146,9 +158,11 @@ def main() -> int:
     capability = capability_of_device()
     rows: List[Dict] = []
     differing = sum(check_dir(d, capability, blocks, rows) for d in args.dirs)
-    print(f"\n{len(rows)} kernels on {capability}: {len(rows) - differing} equal to the driver's "
-          f"figures (registers, local, shared, const, max threads, active blocks at "
-          f"{len(blocks)} block sizes), {differing} differ")
+    print(
+        f"\n{len(rows)} kernels on {capability}: {len(rows) - differing} equal to the driver's "
+        f"figures (registers, local, shared, const, max threads, active blocks at "
+        f"{len(blocks)} block sizes), {differing} differ"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)
