@@ -27,9 +27,10 @@ records) and no virtual resources. Per block:
   fits 0 times.
 - blocks: ``max_blocks_per_sm``.
 
-`shared_bytes` is the kernel's static shared memory as the compiler records it: nvJitLink's
-``bytes smem`` figure, which is the size of the cubin's ``.nv.shared.<kernel>`` section, which
-is what the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reads. On sm_90 that figure (and the
+`shared_bytes` is the kernel's static shared memory as the compiler records it: the size of the
+cubin's ``.nv.shared.<kernel>`` section (read by `gpu_spec.cubin`; CUDA 13's nvJitLink reports
+the same as ``bytes smem``), which is what the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+reads. On sm_90 that figure (and the
 section) already holds a 1 KiB region ptxas lays out for the reserved shared memory whenever
 the kernel has static shared memory (ptxas' own line says 1296 where nvJitLink says 2320 for an
 18x18 float tile); on sm_75/sm_80 it does not. The driver's calculator adds the reservation on
@@ -183,9 +184,9 @@ def _blocks_by_registers(lim: SmLimits, registers: int, warps: int) -> int:
 
 def _shared_per_block(lim: SmLimits, shared_bytes: int, dynamic_shared_bytes: int) -> int:
     # The driver adds the per-block reservation to CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, which
-    # is the cubin's shared section, which is what nvJitLink reports as `bytes smem` and the
-    # compiler records: so the reservation is added here too, also on sm_90 where the section
-    # already holds a 1 KiB reserved region of its own.
+    # is the cubin's shared section, which is what the compiler records: so the reservation is
+    # added here too, also on sm_90 where the section already holds a 1 KiB reserved region of
+    # its own.
     return _round_up(
         shared_bytes + dynamic_shared_bytes + lim.reserved_shared_per_block,
         lim.shared_alloc_unit,
