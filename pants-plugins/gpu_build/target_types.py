@@ -256,7 +256,7 @@ class GpuKernelBudgetMinOccupancyField(FloatField):
         The least theoretical occupancy (active warps over the SM's maximum, 0 to 1) a kernel
         must reach on each capability at `budget_block_size` threads per block, or at its best
         block size where none is named: the CUDA occupancy calculator's arithmetic from its
-        registers and shared memory (`gpu_spec.occupancy`).
+        registers and shared memory (`gpu_spec.resources.occupancy`).
         {_BUDGET_DEFAULT.format(option="min_occupancy")}
         """
     )

@@ -12,11 +12,11 @@ the compile if it is for this capability (the cubin, loaded with
 
 - `cuFuncGetAttribute` NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES, CONST_SIZE_BYTES and
   MAX_THREADS_PER_BLOCK with the manifest's `resources` (registers, local_bytes, shared_bytes,
-  const_bytes) and `gpu_spec.occupancy.max_threads_per_block`;
+  const_bytes) and `gpu_spec.resources.occupancy.max_threads_per_block`;
   where LOCAL_SIZE_BYTES differs, the cubin's own frame and its stack (frame plus the deepest
-  callee's, what the build records) are printed beside it (`gpu_spec.cubin`);
+  callee's, what the build records) are printed beside it (`gpu_spec.resources.cubin`);
 - `cuOccupancyMaxActiveBlocksPerMultiprocessor` at each block size (no dynamic shared memory)
-  with `gpu_spec.occupancy.occupancy(...).active_blocks`.
+  with `gpu_spec.resources.occupancy.occupancy(...).active_blocks`.
 
 Prints one line per kernel (`ok` or each figure that differs, build vs driver) and a summary;
 exits 1 if any figure differs. Reads the manifest with gpu_spec and nothing of the runtime.
@@ -32,9 +32,9 @@ from typing import Any, Dict, List, Tuple
 
 from cuda.bindings import driver as cu
 
-from gpu_spec import occupancy
-from gpu_spec.cubin import kernel_resources
 from gpu_spec.manifest.parse import load_manifest
+from gpu_spec.resources import occupancy
+from gpu_spec.resources.cubin import kernel_resources
 
 ATTRIBUTES = {
     "registers": cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,

@@ -77,10 +77,10 @@ class StandInDriver:
 def layouts(tmp_path_factory) -> Iterator[SimpleNamespace]:
     """The compile's output directory and a bundle cache of it, and the compile's figures."""
     from gpu_compiler.compile import CompileOptions, compile_source, write_outputs
-    from gpu_spec import occupancy
     from gpu_spec.manifest.build import build_manifest
     from gpu_spec.manifest.model import MANIFEST_NAME, dumps_manifest
     from gpu_spec.manifest.paths import variant_dir
+    from gpu_spec.resources import occupancy
 
     tmp = tmp_path_factory.mktemp("resources_check")
     cwd = os.getcwd()

@@ -56,7 +56,7 @@ from gpu_build_testutil.pants_harness import (
     stop_pantsd,
     tree_digests,
 )
-from gpu_spec.cubin import differences
+from gpu_spec.resources.cubin import differences
 
 APP = "src/python/imaging"
 MANIFEST_SCHEMA = "src/spec/gpu_spec/manifest/manifest.schema.json"
@@ -250,7 +250,7 @@ def test_built_manifests_match_the_json_schema(bundles: Bundles) -> None:
 def test_manifest_resources_are_the_cubins_own(bundles: Bundles) -> None:
     """Every kernel of every variant in both bundles (CUDA 13 for sm_90, CUDA 12.6 for sm_87):
     registers, shared, local and constant bytes in the manifest equal what its cubin says
-    (gpu_spec.cubin reads the ELF records the driver's cuFuncGetAttribute reads)."""
+    (gpu_spec.resources.cubin reads the ELF records the driver's cuFuncGetAttribute reads)."""
     checked, wrong = 0, []
     for manifest in sorted((bundles.repo / "dist").glob("*/cache/manifest.json")):
         for library in json.loads(manifest.read_text())["libraries"]:

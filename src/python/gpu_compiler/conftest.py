@@ -10,10 +10,10 @@ import pytest
 @pytest.fixture
 def cubin_differences() -> Callable[..., List[str]]:
     """Where a CompileResult's figures differ from its cubins' own (registers, shared, local and
-    constant bytes as gpu_spec.cubin reads them from the ELF the driver loads): the recorded ones
-    (taken from the cubin) and, independently, the ones nvJitLink's info log gives."""
+    constant bytes as gpu_spec.resources.cubin reads them from the ELF the driver loads): the
+    recorded ones (taken from the cubin) and, independently, the ones nvJitLink's info log gives."""
     from gpu_compiler.resources import parse_info_log
-    from gpu_spec.cubin import differences
+    from gpu_spec.resources.cubin import differences
 
     def of(result) -> List[str]:
         lines = []

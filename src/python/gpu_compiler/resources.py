@@ -1,8 +1,9 @@
 """Per-kernel resource usage: the cubin's own figures, and the spills from nvJitLink's info log.
 
 ``module_resources(log, cubin)`` is what a compile records: registers, static shared, local
-(stack) and user constant bytes as the cubin holds them (``gpu_spec.cubin``: the ELF records the
-driver reads when it loads the module), and spill stores and loads, which only the log gives.
+(stack) and user constant bytes as the cubin holds them (``gpu_spec.resources.cubin``: the ELF
+records the driver reads when it loads the module), and spill stores and loads, which only the
+log gives.
 The log alone is not enough: CUDA 12.6's nvJitLink writes its own per-function lines (the only
 ones with the shared figure of a kernel whose tiles are placed at link time, as matmul.cu's are)
 to the process's stdout, not to the info log, so from the log an Orin build recorded 0 bytes of
@@ -39,7 +40,7 @@ Field meanings in the result:
   On sm_90 that section, and so this figure, holds a 1 KiB region for the per-block shared
   memory reservation whenever the kernel has static shared memory (an 18x18 float tile:
   ptxas says 1296, nvJitLink 2320; a kernel with none: 0); on sm_75/sm_80 it does not
-  (1296 both). gpu_spec.occupancy's docstring says how occupancy treats it.
+  (1296 both). gpu_spec.resources.occupancy's docstring says how occupancy treats it.
 - ``local_bytes``: per-thread local memory = stack frame + any other lmem.
 - ``spill_stores`` / ``spill_loads``: bytes of register spill traffic.
 - ``const_bytes``: user constant memory (``__constant__`` variables; numba's
@@ -233,7 +234,7 @@ def parse_info_log(log: str) -> Dict[str, Dict[str, int]]:
 def module_resources(log: str, cubin: bytes) -> Dict[str, Dict[str, int]]:
     """{kernel entry: resources} of one linked module: the log's figures, with those the cubin
     holds (every key but the spills) taken from the cubin."""
-    from gpu_spec.cubin import CUBIN_KEYS, CubinFormatError, kernel_resources
+    from gpu_spec.resources.cubin import CUBIN_KEYS, CubinFormatError, kernel_resources
 
     figures = parse_info_log(log)
     try:

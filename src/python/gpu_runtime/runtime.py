@@ -366,7 +366,7 @@ def _resource_lines(lib: Library, kernel: str) -> List[str]:
     """One line per variant of `kernel` whose manifest recorded its resources (registers,
     spills, shared, local, const and the occupancy at the best block size); none for a manifest
     written before resources were (it stays readable)."""
-    from gpu_spec.occupancy import describe_resources
+    from gpu_spec.resources.occupancy import describe_resources
 
     return [
         f"{v.capability} ({v.toolchain}): {describe_resources(v.capability, ks.resources)}"

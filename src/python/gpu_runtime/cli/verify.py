@@ -168,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
 
 def resource_lines(manifest: "Manifest") -> List[str]:
     """One line per kernel variant whose manifest recorded its resources: what the compiler
-    measured and the occupancy at the best block size (`gpu_spec.occupancy`). Printed after the
-    OK line only: a manifest that is refused, or whose signature went unchecked, vouches for no
-    figures, and scripts read a refusal's verdict from the last line."""
-    from gpu_spec.occupancy import describe_resources
+    measured and the occupancy at the best block size (`gpu_spec.resources.occupancy`). Printed
+    after the OK line only: a manifest that is refused, or whose signature went unchecked,
+    vouches for no figures, and scripts read a refusal's verdict from the last line."""
+    from gpu_spec.resources.occupancy import describe_resources
 
     return [
         f"kernel {lib.name}.{k.name} {v.capability} ({v.toolchain}): "

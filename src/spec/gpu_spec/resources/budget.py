@@ -6,9 +6,9 @@ these functions, so a report and a build never disagree on what is over.
 
 The figures of one kernel on one capability (`figures`) come from the compiler's `resources`
 (registers per thread, spill store and load bytes, static shared bytes, local bytes per thread,
-user constant bytes) plus the theoretical occupancy (`gpu_spec.occupancy`) at the budget's block
-size, or at the best block size where it names none. `spill_bytes` is stores plus loads: any
-spill at all is what a budget of 0 refuses.
+user constant bytes) plus the theoretical occupancy (`gpu_spec.resources.occupancy`) at the
+budget's block size, or at the best block size where it names none. `spill_bytes` is stores
+plus loads: any spill at all is what a budget of 0 refuses.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Dict, List, Mapping, Optional
 
-from gpu_spec import occupancy as occupancy_calculator
+from gpu_spec.resources import occupancy as occupancy_calculator
 
 # The budget's limits, in the order reports print them, and what each figure is read from.
 LIMITS = ("registers", "spill_bytes", "shared_bytes", "local_bytes")

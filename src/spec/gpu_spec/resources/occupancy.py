@@ -28,9 +28,9 @@ records) and no virtual resources. Per block:
 - blocks: ``max_blocks_per_sm``.
 
 `shared_bytes` is the kernel's static shared memory as the compiler records it: the size of the
-cubin's ``.nv.shared.<kernel>`` section (read by `gpu_spec.cubin`; CUDA 13's nvJitLink reports
-the same as ``bytes smem``), which is what the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
-reads. On sm_90 that figure (and the
+cubin's ``.nv.shared.<kernel>`` section (read by `gpu_spec.resources.cubin`; CUDA 13's
+nvJitLink reports the same as ``bytes smem``), which is what the driver's
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reads. On sm_90 that figure (and the
 section) already holds a 1 KiB region ptxas lays out for the reserved shared memory whenever
 the kernel has static shared memory (ptxas' own line says 1296 where nvJitLink says 2320 for an
 18x18 float tile); on sm_75/sm_80 it does not. The driver's calculator adds the reservation on

@@ -6,7 +6,7 @@ import pytest
 
 from gpu_spec.capabilities import CAPABILITIES
 from gpu_spec.errors import SpecError
-from gpu_spec.occupancy import (
+from gpu_spec.resources.occupancy import (
     best_block_size,
     describe_resources,
     max_threads_per_block,

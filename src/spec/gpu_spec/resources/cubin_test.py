@@ -1,5 +1,6 @@
-"""gpu_spec.cubin on a small ELF laid out as a CUDA 13 cubin is (the compiler's tests check it on
-real cubins of every example kernel and capability: src/python/gpu_compiler/compile_test.py)."""
+"""gpu_spec.resources.cubin on a small ELF laid out as a CUDA 13 cubin is (the compiler's tests
+check it on real cubins of every example kernel and capability:
+src/python/gpu_compiler/compile_test.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import List, Tuple
 
 import pytest
 
-from gpu_spec.cubin import CubinFormatError, CubinKernel, differences, kernel_resources
+from gpu_spec.resources.cubin import CubinFormatError, CubinKernel, differences, kernel_resources
 
 
 def _elf(sections: List[Tuple[str, bytes, int]]) -> bytes:
