@@ -12,7 +12,8 @@ the compile if it is for this capability (the cubin, loaded with
 
 - `cuFuncGetAttribute` NUM_REGS, LOCAL_SIZE_BYTES, SHARED_SIZE_BYTES, CONST_SIZE_BYTES and
   MAX_THREADS_PER_BLOCK with the manifest's `resources` (registers, local_bytes, shared_bytes,
-  const_bytes) and `gpu_spec.resources.occupancy.max_threads_per_block`;
+  const_bytes) and `gpu_spec.resources.occupancy.max_threads_per_block` (with the recorded
+  `launch_bound_threads`);
   where LOCAL_SIZE_BYTES differs, the cubin's own frame and its stack (frame plus the deepest
   callee's, what the build records) are printed beside it (`gpu_spec.resources.cubin`);
 - `cuOccupancyMaxActiveBlocksPerMultiprocessor` at each block size (no dynamic shared memory)
@@ -79,7 +80,11 @@ def build_figures(capability: str, resources: Dict[str, Any], blocks: List[int])
         "local_bytes": int(resources["local_bytes"]),
         "shared_bytes": shared,
         "const_bytes": int(resources.get("const_bytes", 0)),
-        "max_threads_per_block": occupancy.max_threads_per_block(capability, registers=registers),
+        "max_threads_per_block": occupancy.max_threads_per_block(
+            capability,
+            registers=registers,
+            launch_bound_threads=int(resources.get("launch_bound_threads", 0)),
+        ),
         "active_blocks": {
             b: occupancy.occupancy(
                 capability, registers=registers, shared_bytes=shared, block_size=b

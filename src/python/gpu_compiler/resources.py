@@ -35,14 +35,17 @@ and one module line per linked (or ptxas-compiled) module, before its functions:
 
 Field meanings in the result:
 - ``registers``: registers per thread.
-- ``shared_bytes``: static shared memory per block as nvJitLink reports it, which is the size of
-  the cubin's ``.nv.shared.<kernel>`` section (what CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reads).
-  On sm_90 that section, and so this figure, holds a 1 KiB region for the per-block shared
-  memory reservation whenever the kernel has static shared memory (an 18x18 float tile:
-  ptxas says 1296, nvJitLink 2320; a kernel with none: 0); on sm_75/sm_80 it does not
-  (1296 both). gpu_spec.resources.occupancy's docstring says how occupancy treats it.
+- ``shared_bytes``: static shared memory per block, what CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+  gives: the cubin's ``.nv.shared.<kernel>`` section less the 1 KiB reserved window an sm_90
+  cubin lays out at its start (an 18x18 float tile: 1296 on every capability; nvJitLink's log
+  says 2320 on sm_90, the section's size). Measured against the driver on an sm_90 GPU
+  (tests/gpu/resources_check.py); gpu_spec.resources.cubin says how it is read and
+  gpu_spec.resources.occupancy how the reservation counts per block.
 - ``local_bytes``: per-thread local memory = stack frame + any other lmem.
 - ``spill_stores`` / ``spill_loads``: bytes of register spill traffic.
+- ``launch_bound_threads``: the threads per block the kernel's launch bounds allow
+  (``__launch_bounds__``, ``.maxntid`` or ``.reqntid``; 0: none), from the cubin only: the
+  driver's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK is at most that.
 - ``const_bytes``: user constant memory (``__constant__`` variables; numba's
   ``cuda.const.array_like``): the ``cmem[N]`` banks other than ``cmem[0]``, which holds the
   kernel parameters (and on sm_90 the driver's own constants) and so is no user's budget.
@@ -62,7 +65,7 @@ from typing import Dict, Optional
 
 # The keys of every resource dict the compiler records, in this order. Readers of manifests must
 # not require any of them (old manifests lack `const_bytes`, older ones all of them).
-RESOURCE_KEYS = (
+_LOG_KEYS = (
     "registers",
     "shared_bytes",
     "local_bytes",
@@ -70,6 +73,7 @@ RESOURCE_KEYS = (
     "spill_loads",
     "const_bytes",
 )
+RESOURCE_KEYS = _LOG_KEYS + ("launch_bound_threads",)
 
 _PTXAS_PROPS_RE = re.compile(r"^ptxas\s+info\s*:\s*Function properties for\s+'?([^'\s]+?)'?:?\s*$")
 _PTXAS_SPILL_RE = re.compile(
@@ -97,7 +101,7 @@ def _user_cmem(text: str) -> Optional[int]:
 
 
 def _empty() -> Dict[str, Optional[int]]:
-    return {k: None for k in RESOURCE_KEYS}
+    return {k: None for k in _LOG_KEYS}
 
 
 class _InfoLogParser:
@@ -236,7 +240,7 @@ def module_resources(log: str, cubin: bytes) -> Dict[str, Dict[str, int]]:
     holds (every key but the spills) taken from the cubin."""
     from gpu_spec.resources.cubin import CUBIN_KEYS, CubinFormatError, kernel_resources
 
-    figures = parse_info_log(log)
+    figures = {name: dict(f, launch_bound_threads=0) for name, f in parse_info_log(log).items()}
     try:
         in_cubin = kernel_resources(cubin)
     except CubinFormatError:

@@ -78,13 +78,14 @@ def figures(
     the occupancy (`block_size`, or the best block size) with what limits it."""
     registers = int(resources.get("registers", 0))
     shared = int(resources.get("shared_bytes", 0))
+    bound = int(resources.get("launch_bound_threads", 0) or 0)
     if block_size:
         occ = occupancy_calculator.occupancy(
             capability, registers=registers, shared_bytes=shared, block_size=block_size
         )
     else:
         occ = occupancy_calculator.best_block_size(
-            capability, registers=registers, shared_bytes=shared
+            capability, registers=registers, shared_bytes=shared, launch_bound_threads=bound
         )
     return {
         "registers": registers,
@@ -96,7 +97,7 @@ def figures(
         "occupancy": round(occ.occupancy, 4),
         "limiter": occ.limiter,
         "max_threads_per_block": occupancy_calculator.max_threads_per_block(
-            capability, registers=registers
+            capability, registers=registers, launch_bound_threads=bound
         ),
     }
 

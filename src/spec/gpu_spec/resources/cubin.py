@@ -1,4 +1,5 @@
-"""What a cubin itself says each kernel uses: registers, static shared, local and constant bytes.
+"""What a cubin itself says each kernel uses: registers, static shared, local and constant bytes,
+and its launch bound.
 
 Why: the build records resources from nvJitLink's info log (the only place spill figures are
 given), and the driver reads them from the cubin's ELF when it loads a module
@@ -11,14 +12,24 @@ Where each figure lives in a cubin (ELF64, little-endian) built by CUDA 12-13:
 - local bytes per thread: its EIATTR_MIN_STACK_SIZE record, the kernel's own frame plus its
   deepest callee's (nvJitLink's "N stack"; 16 for a numba grid-sync kernel whose own
   EIATTR_FRAME_SIZE is 0, because cudaCGSynchronize has a 16-byte frame), else its frame size.
-  Whether the driver's LOCAL_SIZE_BYTES counts the callees' part is what
-  tests/gpu/resources_check.py settles on a GPU (it prints both where they differ);
-- static shared bytes: the size of `.nv.shared.<kernel>` (SHARED_SIZE_BYTES), 0 where absent;
+  The driver's LOCAL_SIZE_BYTES counts the callees' part: 16 for those kernels on an sm_90 GPU
+  (tests/gpu/resources_check.py, 2026-12-06);
+- static shared bytes: the size of `.nv.shared.<kernel>`, 0 where absent, less the reserved
+  window where the module has one. From sm_90 a cubin declares `.nv.reservedSmem.offset0`, and
+  the shared section of each kernel that has one begins with the 1 KiB the driver reserves per
+  block (RESERVED_WINDOW_BYTES): nvJitLink's "2320 bytes smem" for an 18x18 float tile. The
+  driver's SHARED_SIZE_BYTES is the kernel's own part (1296), measured on an sm_90 GPU for
+  every kernel of the example bundles; the occupancy calculator adds the reservation back per
+  block (`shared_section_bytes` keeps the section's size, what the info log reports);
+- launch bound: the kernel's EIATTR_MAX_THREADS (`__launch_bounds__`, `.maxntid`) or
+  EIATTR_REQNTID (`.reqntid`) record in its own `.nv.info.<kernel>` section, x*y*z threads per
+  block, 0 where it has none; the driver's MAX_THREADS_PER_BLOCK is at most that;
 - user constant bytes: the `.nv.constant<N>` sections other than bank 0 (bank 0 holds the
   kernel's parameters and the driver's constants), the module-wide ones plus the kernel's own
   (CONST_SIZE_BYTES).
 Records are `(format u8, attribute u8, ...)`: format 0x04 is followed by a u16 size and that many
-bytes, 0x03 by a u16 value, 0x02 by a u16 of padding, 0x01 by nothing.
+bytes, 0x03 by a u16 value, 0x02 by a u16 of padding, 0x01 (no value) by 2 bytes of padding
+(CUDA 12.6's sm_87 cubins hold such records in the kernels' own `.nv.info.<kernel>` sections).
 """
 
 from __future__ import annotations
@@ -28,9 +39,13 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Mapping, Tuple
 
+EIATTR_MAX_THREADS = 0x05
+EIATTR_REQNTID = 0x10
 EIATTR_FRAME_SIZE = 0x11
 EIATTR_MIN_STACK_SIZE = 0x12
 EIATTR_REGCOUNT = 0x2F
+RESERVED_WINDOW_SYMBOL = ".nv.reservedSmem.offset0"
+RESERVED_WINDOW_BYTES = 1024
 _CONST_BANK = re.compile(r"^\.nv\.constant(\d+)(?:\.(.+))?$")
 
 
@@ -45,6 +60,8 @@ class CubinKernel:
     local_bytes: int
     const_bytes: int
     frame_bytes: int = 0  # the kernel's own stack frame, without its callees'
+    launch_bound_threads: int = 0  # threads per block its launch bounds allow; 0: none
+    shared_section_bytes: int = 0  # `.nv.shared.<kernel>`'s size, the reserved window included
 
 
 @dataclass(frozen=True)
@@ -97,9 +114,20 @@ def _records(data: bytes, section: _Section) -> Iterator[Tuple[int, bytes]]:
             yield attr, data[at + 2 : at + 4]
             at += 4
         elif fmt == 0x01:
-            at += 2
+            at += 4  # no value, but the record keeps its 4-byte alignment
         else:
             raise CubinFormatError(f"unknown EIATTR format {fmt:#x} in {section.name}")
+
+
+def _launch_bound(data: bytes, section: _Section) -> int:
+    """x*y*z of the kernel's max-threads or required-threads record (the smaller if both); 0 if
+    neither."""
+    bounds = [
+        struct.unpack("<III", payload)
+        for attr, payload in _records(data, section)
+        if attr in (EIATTR_MAX_THREADS, EIATTR_REQNTID) and len(payload) == 12
+    ]
+    return min((x * y * z for x, y, z in bounds), default=0)
 
 
 def kernel_resources(data: bytes) -> Dict[str, CubinKernel]:
@@ -118,6 +146,12 @@ def kernel_resources(data: bytes) -> Dict[str, CubinKernel]:
     shared = {
         s.name[len(".nv.shared.") :]: s.size for s in sections if s.name.startswith(".nv.shared.")
     }
+    window = RESERVED_WINDOW_BYTES if RESERVED_WINDOW_SYMBOL in symbols else 0
+    bounds = {
+        s.name[len(".nv.info.") :]: _launch_bound(data, s)
+        for s in sections
+        if s.name.startswith(".nv.info.")
+    }
     module_const, own_const = 0, {}  # type: int, Dict[str, int]
     for s in sections:
         m = _CONST_BANK.match(s.name)
@@ -129,10 +163,12 @@ def kernel_resources(data: bytes) -> Dict[str, CubinKernel]:
     return {
         name: CubinKernel(
             registers=attrs[EIATTR_REGCOUNT],
-            shared_bytes=shared.get(name, 0),
+            shared_bytes=max(0, shared.get(name, 0) - window),
             local_bytes=attrs.get(EIATTR_MIN_STACK_SIZE, attrs.get(EIATTR_FRAME_SIZE, 0)),
             const_bytes=module_const + own_const.get(name, 0),
             frame_bytes=attrs.get(EIATTR_FRAME_SIZE, 0),
+            launch_bound_threads=bounds.get(name, 0),
+            shared_section_bytes=shared.get(name, 0),
         )
         for name, attrs in per_symbol.items()
         if EIATTR_REGCOUNT in attrs
@@ -140,7 +176,7 @@ def kernel_resources(data: bytes) -> Dict[str, CubinKernel]:
 
 
 # The recorded resource keys a cubin also holds (spills are only in the compiler's log).
-CUBIN_KEYS = ("registers", "shared_bytes", "local_bytes", "const_bytes")
+CUBIN_KEYS = ("registers", "shared_bytes", "local_bytes", "const_bytes", "launch_bound_threads")
 
 
 def differences(cubin: bytes, recorded: Mapping[str, Mapping[str, int]]) -> List[str]:

@@ -35,21 +35,31 @@ def _elf(sections: List[Tuple[str, bytes, int]]) -> bytes:
     return header + body + table
 
 
-def _cubin() -> bytes:
-    strings = b"\0tile\0nothing\0"
-    symtab = b"\0" * 24 + b"".join(struct.pack("<IBBHQQ", at, 0x12, 0, 0, 0, 0) for at in (1, 6))
+def _cubin(reserved_window: bool = False) -> bytes:
+    """Two kernels, `tile` (an 18x18 float tile, a launch bound of 256 x 1 x 1) and `nothing`;
+    with `reserved_window`, laid out as an sm_90 cubin is: the `.nv.reservedSmem.offset0`
+    symbol, and the 1 KiB window at the start of the tile's shared section."""
+    strings = b"\0tile\0nothing\0.nv.reservedSmem.offset0\0"
+    names = (1, 6, 14) if reserved_window else (1, 6)
+    symtab = b"\0" * 24 + b"".join(struct.pack("<IBBHQQ", at, 0x12, 0, 0, 0, 0) for at in names)
     info = b"".join(
         struct.pack("<BBHII", 0x04, attr, 8, symbol, value)
         for attr, symbol, value in ((0x11, 1, 16), (0x2F, 1, 14), (0x2F, 2, 10), (0x12, 2, 24))
     ) + struct.pack(
         "<BBH", 0x03, 0x1B, 255
     )  # a u16 record (EIATTR_MAXREG_COUNT) is skipped
+    tile_info = (
+        struct.pack("<BBH", 0x01, 0x35, 0)  # a no-value record: 4 bytes like the others
+        + struct.pack("<BBHIII", 0x04, 0x05, 12, 256, 1, 1)  # EIATTR_MAX_THREADS
+        + struct.pack("<BBH", 0x03, 0x19, 0x90)
+    )
     return _elf(
         [
             (".strtab", strings, 0),
             (".symtab", symtab, 24),
             (".nv.info", info, 0),
-            (".nv.shared.tile", b"\0" * 2320, 0),
+            (".nv.info.tile", tile_info, 0),
+            (".nv.shared.tile", b"\0" * (2320 if reserved_window else 1296), 0),
             (".nv.constant3", b"\0" * 320, 0),
             (".nv.constant0.tile", b"\0" * 548, 0),
         ]
@@ -60,18 +70,37 @@ def test_each_kernel_s_figures_from_its_records_and_sections():
     assert kernel_resources(_cubin()) == {
         # local: the frame where no stack record is given
         "tile": CubinKernel(
-            registers=14, shared_bytes=2320, local_bytes=16, const_bytes=320, frame_bytes=16
+            registers=14,
+            shared_bytes=1296,
+            local_bytes=16,
+            const_bytes=320,
+            frame_bytes=16,
+            launch_bound_threads=256,
+            shared_section_bytes=1296,
         ),
         # no shared section: 0; no frame of its own but a callee's 24 (the stack record);
-        # bank 0 (the parameters) never counts
+        # bank 0 (the parameters) never counts; no launch bound: 0
         "nothing": CubinKernel(
             registers=10, shared_bytes=0, local_bytes=24, const_bytes=320, frame_bytes=0
         ),
     }
 
 
+def test_the_reserved_window_of_an_sm_90_cubin_is_not_the_kernel_s_shared_memory():
+    # What the driver's SHARED_SIZE_BYTES gives for such a kernel on an sm_90 GPU: 1296.
+    got = kernel_resources(_cubin(reserved_window=True))
+    assert (got["tile"].shared_bytes, got["tile"].shared_section_bytes) == (1296, 2320)
+    assert got["nothing"].shared_bytes == 0
+
+
 def test_differences_name_the_kernel_the_figure_and_both_values():
-    agree = {"registers": 14, "shared_bytes": 2320, "local_bytes": 16, "const_bytes": 320}
+    agree = {
+        "registers": 14,
+        "shared_bytes": 1296,
+        "local_bytes": 16,
+        "const_bytes": 320,
+        "launch_bound_threads": 256,
+    }
     assert differences(_cubin(), {"tile": dict(agree, spill_stores=8)}) == []
     assert differences(_cubin(), {"tile": dict(agree, registers=15), "gone": {}}) == [
         "tile: registers recorded 15, cubin 14",

@@ -27,15 +27,13 @@ records) and no virtual resources. Per block:
   fits 0 times.
 - blocks: ``max_blocks_per_sm``.
 
-`shared_bytes` is the kernel's static shared memory as the compiler records it: the size of the
-cubin's ``.nv.shared.<kernel>`` section (read by `gpu_spec.resources.cubin`; CUDA 13's
-nvJitLink reports the same as ``bytes smem``), which is what the driver's
-CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES reads. On sm_90 that figure (and the
-section) already holds a 1 KiB region ptxas lays out for the reserved shared memory whenever
-the kernel has static shared memory (ptxas' own line says 1296 where nvJitLink says 2320 for an
-18x18 float tile); on sm_75/sm_80 it does not. The driver's calculator adds the reservation on
-top of the attribute either way (``attributes->sharedSizeBytes + reservedSharedMemPerBlock``),
-so this module does the same with the recorded figure: see `_shared_per_block`.
+`shared_bytes` is the kernel's static shared memory as the compiler records it, which is what
+the driver's CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES gives (`gpu_spec.resources.cubin`: the cubin's
+``.nv.shared.<kernel>`` section, less the 1 KiB reserved window an sm_90 cubin lays out at its
+start). The driver's calculator adds the reservation on top of that attribute
+(``attributes->sharedSizeBytes + reservedSharedMemPerBlock``), and so does `_shared_per_block`:
+a kernel with 28160 bytes of static shared memory fits 8 blocks in an sm_90 SM's 228 KiB,
+as the driver says on an sm_90 GPU (tests/gpu/resources_check.py, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -184,9 +182,7 @@ def _blocks_by_registers(lim: SmLimits, registers: int, warps: int) -> int:
 
 def _shared_per_block(lim: SmLimits, shared_bytes: int, dynamic_shared_bytes: int) -> int:
     # The driver adds the per-block reservation to CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, which
-    # is the cubin's shared section, which is what the compiler records: so the reservation is
-    # added here too, also on sm_90 where the section already holds a 1 KiB reserved region of
-    # its own.
+    # is what the compiler records (an sm_90 cubin's reserved window not included).
     return _round_up(
         shared_bytes + dynamic_shared_bytes + lim.reserved_shared_per_block,
         lim.shared_alloc_unit,
@@ -247,13 +243,22 @@ def occupancy(
 
 
 def best_block_size(
-    capability: str, *, registers: int, shared_bytes: int, dynamic_shared_bytes: int = 0
+    capability: str,
+    *,
+    registers: int,
+    shared_bytes: int,
+    dynamic_shared_bytes: int = 0,
+    launch_bound_threads: int = 0,
 ) -> Occupancy:
-    """The highest occupancy over block sizes 32, 64, ... up to the per-block maximum; on a
-    tie, the smallest block size."""
+    """The highest occupancy over block sizes 32, 64, ... up to the per-block maximum (and the
+    kernel's launch bound, where it has one: a larger block does not launch); on a tie, the
+    smallest block size."""
     lim = sm_limits(capability)
+    largest = lim.max_threads_per_block
+    if launch_bound_threads:
+        largest = min(largest, max(lim.warp_size, launch_bound_threads))
     best = None
-    for size in range(lim.warp_size, lim.max_threads_per_block + 1, lim.warp_size):
+    for size in range(lim.warp_size, largest + 1, lim.warp_size):
         got = occupancy(
             capability,
             registers=registers,
@@ -267,11 +272,11 @@ def best_block_size(
     return best
 
 
-def max_threads_per_block(capability: str, *, registers: int) -> int:
-    """What the driver's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK gives for a kernel with no
-    launch bounds: the largest block, in whole warps, whose registers pass the hardware's
-    per-block check (warps rounded up to the 4 sub-partitions), at most 1024; 0 for a kernel
-    over 255 registers."""
+def max_threads_per_block(capability: str, *, registers: int, launch_bound_threads: int = 0) -> int:
+    """What the driver's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK gives: the largest block, in
+    whole warps, whose registers pass the hardware's per-block check (warps rounded up to the 4
+    sub-partitions), at most 1024 and at most the kernel's launch bound (0: none); 0 for a
+    kernel over 255 registers."""
     lim = sm_limits(capability)
     _check("registers", registers)
     if registers > lim.max_registers_per_thread:
@@ -282,7 +287,8 @@ def max_threads_per_block(capability: str, *, registers: int) -> int:
         warps = lim.max_registers_per_block // per_warp
         warps -= warps % _SUB_PARTITIONS
         max_warps = min(max_warps, warps)
-    return max_warps * lim.warp_size
+    threads = max_warps * lim.warp_size
+    return min(threads, launch_bound_threads) if launch_bound_threads else threads
 
 
 def describe_resources(capability: str, resources: Mapping[str, Any]) -> str:
@@ -303,7 +309,12 @@ def describe_resources(capability: str, resources: Mapping[str, Any]) -> str:
     )
     if capability not in SM_LIMITS:
         return text
-    best = best_block_size(capability, registers=get("registers"), shared_bytes=get("shared_bytes"))
+    best = best_block_size(
+        capability,
+        registers=get("registers"),
+        shared_bytes=get("shared_bytes"),
+        launch_bound_threads=get("launch_bound_threads"),
+    )
     return (
         f"{text}; occupancy {best.occupancy:.0%} at {best.block_size} threads per block "
         f"({best.active_blocks} blocks, limited by {best.limiter})"

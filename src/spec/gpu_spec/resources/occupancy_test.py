@@ -128,6 +128,19 @@ def test_max_threads_per_block_from_registers(registers: int, threads: int) -> N
     assert max_threads_per_block("sm_75", registers=registers) == threads
 
 
+def test_a_launch_bound_caps_the_largest_block() -> None:
+    # half_stats.cu's half_gain_stats (__launch_bounds__(256), 19 registers): the driver's
+    # MAX_THREADS_PER_BLOCK on an sm_90 GPU is 256, not 1024.
+    assert max_threads_per_block("sm_90", registers=19, launch_bound_threads=256) == 256
+    # The registers' limit still holds under a looser bound.
+    assert max_threads_per_block("sm_90", registers=255, launch_bound_threads=512) == 256
+    # No block size over the bound is a candidate.
+    assert (
+        best_block_size("sm_90", registers=19, shared_bytes=0, launch_bound_threads=32).block_size
+        == 32
+    )
+
+
 def test_bad_figures_are_refused() -> None:
     with pytest.raises(SpecError, match="registers"):
         occupancy("sm_90", registers=-1, shared_bytes=0, block_size=32)
