@@ -63,8 +63,9 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional
 
-# The keys of every resource dict the compiler records, in this order. Readers of manifests must
-# not require any of them (old manifests lack `const_bytes`, older ones all of them).
+# The keys the info log gives (the parser's), and of every resource dict the compiler records:
+# those plus the cubin's launch bound. Readers of manifests must not require any of them (old
+# manifests lack `const_bytes` and `launch_bound_threads`, older ones all of them).
 _LOG_KEYS = (
     "registers",
     "shared_bytes",
